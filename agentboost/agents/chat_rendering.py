@@ -1,0 +1,144 @@
+"""Strands messages -> the policy's chat template.
+
+The renderer only ever produces *prompt* text: what the model is shown. Sampled tokens are kept
+as sampled by the trainable model and never pass through here on their way to training.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .tool_parsers import ParsedToolCall
+
+HERMES_TOOLS_PROMPT = (
+    "You are a function calling AI model. You may call one or more functions to assist with the "
+    "user query. You are provided with function signatures within <tools></tools> XML tags:\n"
+    "<tools>\n{tools}\n</tools>\n\n"
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n"
+    '<tool_call>\n{{"name": <function-name>, "arguments": <args-json-object>}}\n</tool_call>'
+)
+
+
+def tool_spec_to_openai(spec: dict[str, Any]) -> dict[str, Any]:
+    """Strands ``ToolSpec`` -> the OpenAI function schema that chat templates expect."""
+    schema = spec.get("inputSchema", {})
+    schema = schema.get("json", schema) if isinstance(schema, dict) else {}
+    return {
+        "type": "function",
+        "function": {"name": spec["name"], "description": spec.get("description", ""), "parameters": schema},
+    }
+
+
+def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
+
+
+def _text_of(blocks: list[dict[str, Any]], where: str) -> str:
+    parts = []
+    for b in blocks:
+        if "text" in b:
+            parts.append(b["text"])
+        elif "json" in b:
+            parts.append(json.dumps(b["json"], ensure_ascii=False))
+        else:
+            raise ValueError(f"{where}: content block of kind {sorted(b)} cannot be rendered as text")
+    return "\n".join(parts)
+
+
+class ChatRenderer:
+    """Renders conversations with a tokenizer's chat template.
+
+    Templates that render ``tools=`` (Qwen3) are used as they are; templates that know no tools
+    (SmolLM2) get the tool specifications in the system prompt in Hermes format, and tool results
+    as user turns wrapped in ``<tool_response>`` (the Hermes/Qwen convention).
+    """
+
+    def __init__(self, tokenizer, template_kwargs: dict[str, Any] | None = None,
+                 turn_end_token: str | None = None):
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("the tokenizer has no chat template; a chat model is required")
+        self.tokenizer = tokenizer
+        self.template_kwargs = dict(template_kwargs or {})
+        self.turn_end = turn_end_token or tokenizer.eos_token
+        self.turn_end_id = tokenizer.convert_tokens_to_ids(self.turn_end)
+        self.supports_tools = self._detect_tool_support()
+
+    def _detect_tool_support(self) -> bool:
+        probe = [{"role": "user", "content": "hi"}]
+        tool = tool_spec_to_openai({"name": "probe_tool_xyz", "description": "", "inputSchema": {"json": {}}})
+        with_tools = self.tokenizer.apply_chat_template(probe, tools=[tool], tokenize=False)
+        return "probe_tool_xyz" in with_tools
+
+    # -- Strands -> HF messages -------------------------------------------------------------
+    def to_hf_messages(self, messages: list[dict[str, Any]], system_prompt: str | None,
+                       tool_specs: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]], list | None]:
+        tools = [tool_spec_to_openai(s) for s in (tool_specs or [])]
+        hf: list[dict[str, Any]] = []
+        system = system_prompt or ""
+        if tools and not self.supports_tools:
+            block = HERMES_TOOLS_PROMPT.format(tools="\n".join(json.dumps(t, ensure_ascii=False) for t in tools))
+            system = f"{system}\n\n{block}" if system else block
+        if system:
+            hf.append({"role": "system", "content": system})
+        for i, msg in enumerate(messages):
+            role = msg.get("role")
+            content = msg.get("content") or []
+            if isinstance(content, str):
+                content = [{"text": content}]
+            where = f"message {i} ({role})"
+            if role == "assistant":
+                hf.append(self._assistant(content, where))
+            elif role == "user":
+                results = [b["toolResult"] for b in content if "toolResult" in b]
+                others = [b for b in content if "toolResult" not in b]
+                for r in results:
+                    hf.append(self._tool_result(r, where))
+                if others:
+                    hf.append({"role": "user", "content": _text_of(others, where)})
+            else:
+                raise ValueError(f"{where}: unknown role {role!r}")
+        return hf, (tools if tools and self.supports_tools else None)
+
+    def _assistant(self, blocks: list[dict[str, Any]], where: str) -> dict[str, Any]:
+        text_parts, calls = [], []
+        for b in blocks:
+            if "text" in b:
+                text_parts.append(b["text"])
+            elif "toolUse" in b:
+                tu = b["toolUse"]
+                calls.append(ParsedToolCall(name=tu["name"], arguments=tu.get("input") or {}, raw=""))
+            elif "reasoningContent" in b:
+                continue
+            else:
+                raise ValueError(f"{where}: content block of kind {sorted(b)} cannot be rendered")
+        text = "".join(text_parts)
+        if self.supports_tools:
+            msg: dict[str, Any] = {"role": "assistant", "content": text}
+            if calls:
+                msg["tool_calls"] = [
+                    {"type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+                ]
+            return msg
+        rendered_calls = "\n".join(format_tool_call(c.name, c.arguments) for c in calls)
+        return {"role": "assistant", "content": "\n".join(p for p in (text, rendered_calls) if p)}
+
+    def _tool_result(self, result: dict[str, Any], where: str) -> dict[str, Any]:
+        text = _text_of(result.get("content") or [], where)
+        if self.supports_tools:
+            return {"role": "tool", "content": text}
+        return {"role": "user", "content": f"<tool_response>\n{text}\n</tool_response>"}
+
+    # -- text and tokens --------------------------------------------------------------------
+    def render(self, hf_messages: list[dict[str, Any]], tools: list | None, add_generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(
+            hf_messages, tools=tools, tokenize=False, add_generation_prompt=add_generation_prompt,
+            **self.template_kwargs,
+        )
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=False)

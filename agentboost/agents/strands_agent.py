@@ -1,0 +1,111 @@
+"""``StrandsAgent``: the user's agent as a picklable specification.
+
+Tools are import paths (``package.module:function``, ``package.module.function`` or a whole module,
+whose ``@tool`` functions are all taken) or importable callables. The same ``build`` runs in the
+parent and in every worker, so there is one definition of how an agent is assembled.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a careful assistant. Use the calculator tool for arithmetic, then give the final "
+    "answer as a number."
+)
+
+
+class AgentSpecError(ValueError):
+    pass
+
+
+def import_object(path: str, what: str = "object") -> Any:
+    """Import ``pkg.mod:attr``, ``pkg.mod.attr`` or ``pkg.mod``."""
+    if not isinstance(path, str) or not path.strip():
+        raise AgentSpecError(f"{what} import path must be a non-empty string, got {path!r}")
+    if ":" in path:
+        mod_name, _, attr = path.partition(":")
+        candidates = [(mod_name, attr)]
+    else:
+        mod_name, _, attr = path.rpartition(".")
+        candidates = [(path, "")] + ([(mod_name, attr)] if mod_name else [])
+    errors = []
+    for mod, attr in candidates:
+        try:
+            obj = importlib.import_module(mod)
+        except ImportError as e:
+            errors.append(f"import {mod!r}: {e}")
+            continue
+        if not attr:
+            return obj
+        for part in attr.split("."):
+            if not hasattr(obj, part):
+                errors.append(f"module {mod!r} has no attribute {attr!r}")
+                break
+            obj = getattr(obj, part)
+        else:
+            return obj
+    raise AgentSpecError(f"{what} {path!r} does not import: " + "; ".join(errors))
+
+
+def _is_strands_tool(obj: Any) -> bool:
+    from strands.tools.decorator import DecoratedFunctionTool
+
+    return isinstance(obj, DecoratedFunctionTool)
+
+
+def resolve_tools(tools: list[str | Callable]) -> list[Any]:
+    resolved = []
+    for t in tools:
+        obj = import_object(t, "tool") if isinstance(t, str) else t
+        if inspect.ismodule(obj):
+            found = [v for _, v in sorted(vars(obj).items()) if _is_strands_tool(v)]
+            if not found:
+                raise AgentSpecError(f"tool module {t!r} defines no @tool functions")
+            resolved.extend(found)
+        elif _is_strands_tool(obj) or callable(obj):
+            resolved.append(obj)
+        else:
+            raise AgentSpecError(f"tool {t!r} is neither a @tool function nor a module of them")
+    return resolved
+
+
+@dataclass
+class StrandsAgent:
+    tools: list[str | Callable] = field(default_factory=lambda: ["agentboost.tools.calculator:calculator"])
+    system_prompt: str | None = DEFAULT_SYSTEM_PROMPT
+    max_model_calls: int = 6
+    max_response_tokens: int = 1024
+    timeout_s: float = 300.0
+    # optional ``module:function(model, tools, system_prompt) -> strands.Agent`` for agents with
+    # custom conversation managers, hooks or state
+    factory: str | None = None
+    tool_parser: str = "hermes"
+
+    def validate(self) -> "StrandsAgent":
+        resolve_tools(self.tools)
+        if self.factory:
+            import_object(self.factory, "agent factory")
+        for name in ("max_model_calls", "max_response_tokens"):
+            if getattr(self, name) < 1:
+                raise AgentSpecError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.timeout_s <= 0:
+            raise AgentSpecError(f"timeout_s must be > 0, got {self.timeout_s}")
+        return self
+
+    def build(self, model) -> Any:
+        """The Strands ``Agent`` around ``model`` (a ``TrainableModel``)."""
+        tools = resolve_tools(self.tools)
+        if self.factory:
+            return import_object(self.factory, "agent factory")(model=model, tools=tools,
+                                                                system_prompt=self.system_prompt)
+        from strands import Agent
+        from strands.agent.conversation_manager import NullConversationManager
+
+        # Trimming history mid-episode would break the token-exact extension; episodes are
+        # bounded by max_model_calls instead.
+        return Agent(model=model, tools=tools, system_prompt=self.system_prompt, callback_handler=None,
+                     conversation_manager=NullConversationManager())

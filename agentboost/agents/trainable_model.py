@@ -1,0 +1,180 @@
+"""The trainable model: a ``strands.models.Model`` that keeps the conversation as tokens.
+
+The first call renders the conversation with the policy's chat template. Every later call
+appends to the previous prompt + sampled tokens only the tokens of what is new (the template's
+end-of-turn text, tool results, user turns, the generation prompt), so a whole multi-turn episode
+is one training sequence and the sampled tokens are trained on exactly as they were sampled.
+
+When the template would present the conversation differently from that extension (it drops
+earlier reasoning, or a conversation manager trimmed history), the call's prompt is a fresh render
+of the whole conversation instead, the episode gets a new segment, and the re-render is counted.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+import uuid
+from typing import Any, AsyncGenerator, AsyncIterable, TypeVar
+
+from pydantic import BaseModel
+from strands.models import Model
+
+from ..episodes.record import ModelCall
+from ..sampling.protocol import Sampler, SamplingParams
+from .chat_rendering import ChatRenderer
+from .tool_parsers import ParsedOutput, get_tool_parser
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class EpisodeLimitReached(RuntimeError):
+    """A per-episode limit (model calls or total response tokens) ended the episode."""
+
+
+class TrainableModel(Model):
+    def __init__(self, sampler: Sampler, renderer: ChatRenderer, sampling: SamplingParams,
+                 tool_parser: str = "hermes", max_model_calls: int | None = None,
+                 max_response_tokens: int | None = None, reasoning_end: str = "</think>"):
+        self.sampler = sampler
+        self.renderer = renderer
+        self.sampling = sampling
+        self.parse = get_tool_parser(tool_parser)
+        self.config: dict[str, Any] = {"model_id": "agentboost-trainable", "tool_parser": tool_parser}
+        self.max_model_calls = max_model_calls
+        self.max_response_tokens = max_response_tokens
+        self.reasoning_end = reasoning_end
+        # what the episode record is built from
+        self.calls: list[ModelCall] = []
+        self.parsed: list[ParsedOutput] = []
+        self.rerenders = 0
+        # the previous call, to extend it
+        self._prev_messages: list[dict[str, Any]] | None = None
+        self._prev_prompt_text = ""
+        self._prev_response_text = ""
+
+    # -- strands.models.Model ---------------------------------------------------------------
+    def update_config(self, **model_config: Any) -> None:
+        # Sampling parameters belong to the run's configuration; the agent cannot change them.
+        self.config.update(model_config)
+
+    def get_config(self) -> dict[str, Any]:
+        return dict(self.config)
+
+    @property
+    def malformed_tool_calls(self) -> int:
+        return sum(len(p.malformed) for p in self.parsed)
+
+    @property
+    def response_tokens(self) -> int:
+        return sum(len(c.response_ids) for c in self.calls)
+
+    async def stream(self, messages, tool_specs=None, system_prompt=None, **kwargs: Any) -> AsyncIterable[dict]:
+        if self.max_model_calls is not None and len(self.calls) >= self.max_model_calls:
+            raise EpisodeLimitReached(f"the episode reached its limit of {self.max_model_calls} model calls")
+        budget = self.sampling.max_new_tokens
+        if self.max_response_tokens is not None:
+            left = self.max_response_tokens - self.response_tokens
+            if left <= 0:
+                raise EpisodeLimitReached(
+                    f"the episode reached its limit of {self.max_response_tokens} response tokens")
+            budget = min(budget, left)
+        params = SamplingParams(
+            temperature=self.sampling.temperature, top_p=self.sampling.top_p, max_new_tokens=budget,
+            stop_token_ids=self.sampling.stop_token_ids, seed=self.sampling.seed,
+        )
+
+        prompt_ids, prompt_text, rerendered = self._prompt(messages, system_prompt, tool_specs)
+        started = time.time()
+        t0 = time.perf_counter()
+        result = await self.sampler.sample(prompt_ids, params)
+        call = ModelCall(
+            prompt_ids=prompt_ids, response_ids=list(result.response_ids),
+            response_logprobs=list(result.logprobs), finish_reason=result.finish_reason,
+            started_at=started, latency_s=time.perf_counter() - t0, rerendered=rerendered,
+        )
+        self.calls.append(call)
+        ids = call.response_ids
+        if ids and ids[-1] == self.renderer.turn_end_id or (ids and ids[-1] in params.stop_token_ids):
+            ids = ids[:-1]
+        text = self.renderer.decode(ids)
+        parsed = self.parse(text)
+        self.parsed.append(parsed)
+        self._prev_messages = copy.deepcopy(list(messages))
+        self._prev_prompt_text = prompt_text
+        self._prev_response_text = text
+
+        truncated = result.finish_reason == "length"
+        stop_reason = "max_tokens" if truncated else ("tool_use" if parsed.tool_calls else "end_turn")
+        yield {"messageStart": {"role": "assistant"}}
+        if parsed.text or not parsed.tool_calls:
+            yield {"contentBlockStart": {"start": {}}}
+            yield {"contentBlockDelta": {"delta": {"text": parsed.text}}}
+            yield {"contentBlockStop": {}}
+        if not truncated:
+            for tc in parsed.tool_calls:
+                tool_use_id = f"call_{uuid.uuid4().hex[:24]}"
+                yield {"contentBlockStart": {"start": {"toolUse": {"name": tc.name, "toolUseId": tool_use_id}}}}
+                yield {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(tc.arguments)}}}}
+                yield {"contentBlockStop": {}}
+        yield {"messageStop": {"stopReason": stop_reason}}
+        yield {"metadata": {
+            "usage": {"inputTokens": len(prompt_ids), "outputTokens": len(call.response_ids),
+                      "totalTokens": len(prompt_ids) + len(call.response_ids)},
+            "metrics": {"latencyMs": int(call.latency_s * 1000)},
+        }}
+
+    async def structured_output(self, output_model: type[T], prompt, system_prompt: str | None = None,
+                                **kwargs: Any) -> AsyncGenerator[dict[str, T | Any], None]:
+        """Structured output through a tool call, recorded like any other call."""
+        spec = {
+            "name": output_model.__name__,
+            "description": f"Return the answer as {output_model.__name__}",
+            "inputSchema": {"json": output_model.model_json_schema()},
+        }
+        tool_input = None
+        async for event in self.stream(prompt, [spec], system_prompt):
+            delta = event.get("contentBlockDelta", {}).get("delta", {})
+            if "toolUse" in delta:
+                tool_input = json.loads(delta["toolUse"]["input"])
+            yield event
+        if tool_input is None:
+            raise ValueError(f"the model did not call the {output_model.__name__} tool")
+        yield {"output": output_model(**tool_input)}
+
+    # -- prompt construction ----------------------------------------------------------------
+    def _prompt(self, messages, system_prompt, tool_specs) -> tuple[list[int], str, bool]:
+        r = self.renderer
+        hf, tools = r.to_hf_messages(list(messages), system_prompt, tool_specs)
+        full_text = r.render(hf, tools, add_generation_prompt=True)
+        if not self.calls:
+            return r.encode(full_text), full_text, False
+        extension = self._extension(messages, full_text)
+        if extension is None:
+            self.rerenders += 1
+            return r.encode(full_text), full_text, True
+        prev = self.calls[-1]
+        tail: list[int] = []
+        if not prev.response_ids or prev.response_ids[-1] != r.turn_end_id:
+            tail.append(r.turn_end_id)  # the turn was cut before the model closed it
+        return prev.prompt_ids + prev.response_ids + tail + r.encode(extension), full_text, False
+
+    def _extension(self, messages, full_text: str) -> str | None:
+        """The text to append after the previous call's sampled tokens, or None when the template
+        does not present the conversation as an extension of what the model saw."""
+        prev = self._prev_messages
+        if prev is None or len(messages) <= len(prev) or list(messages[: len(prev)]) != prev:
+            return None  # history was rewritten (e.g. trimmed by a conversation manager)
+        if not full_text.startswith(self._prev_prompt_text):
+            return None  # the template renders earlier turns differently now
+        rest = full_text[len(self._prev_prompt_text):]
+        end = rest.find(self.renderer.turn_end)
+        if end < 0:
+            return None
+        assistant_region = rest[:end]
+        reasoning = self._prev_response_text.split(self.reasoning_end)[0] if self.reasoning_end in self._prev_response_text else ""
+        reasoning = reasoning.split("<think>")[-1].strip()
+        if reasoning and reasoning not in assistant_region:
+            return None  # the template drops this turn's reasoning from now on
+        return rest[end + len(self.renderer.turn_end):]

@@ -1,0 +1,196 @@
+"""The episode record: what one agent run produced, token for token.
+
+One JSON object per line (JSONL). ``SCHEMA_VERSION`` changes whenever a field changes meaning;
+readers check it. The invariant (see ``check_episode``) can be verified from the JSONL alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+SCHEMA_VERSION = 1
+
+STATUSES = ("ok", "timeout", "crashed", "error", "truncated")
+
+
+@dataclass
+class ModelCall:
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_logprobs: list[float]
+    finish_reason: str  # "stop" | "length"
+    started_at: float = 0.0
+    latency_s: float = 0.0
+    # True when this call's prompt is a fresh template render rather than an extension of the
+    # previous call's tokens (the template rewrote history), which normally starts a new segment.
+    rerendered: bool = False
+
+
+@dataclass
+class Segment:
+    """One training sequence: sampled tokens have mask 1, everything else 0."""
+
+    input_ids: list[int]
+    loss_mask: list[int]
+    call_indices: list[int]
+
+
+@dataclass
+class ToolCallRecord:
+    name: str
+    ok: bool
+    error: str | None = None
+    outcome: str | None = None  # finer verdict from the tool itself, when it gives one
+
+
+@dataclass
+class Episode:
+    episode_id: str
+    task_id: str
+    group_id: str
+    status: str = "ok"
+    error: str | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[ModelCall] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)
+    num_splits: int = 0
+    reward: float | None = None
+    reward_components: dict[str, float] = field(default_factory=dict)
+    reward_metadata: dict[str, Any] = field(default_factory=dict)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    malformed_tool_calls: int = 0
+    final_answer: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"episode status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def num_response_tokens(self) -> int:
+        return sum(len(c.response_ids) for c in self.calls)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Episode":
+        version = d.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(
+                f"episode schema_version {version!r} is not supported (expected {SCHEMA_VERSION})"
+            )
+        d = dict(d)
+        d["calls"] = [ModelCall(**c) for c in d.get("calls", [])]
+        d["segments"] = [Segment(**s) for s in d.get("segments", [])]
+        d["tool_calls"] = [ToolCallRecord(**t) for t in d.get("tool_calls", [])]
+        return cls(**d)
+
+
+def build_segments(calls: list[ModelCall]) -> list[Segment]:
+    """Merge consecutive calls into training sequences.
+
+    A call joins the current segment when its prompt extends the segment's tokens exactly
+    (prompt = everything so far + new context); otherwise it opens a new segment. This needs only
+    the recorded token ids, so anyone can recompute it from the JSONL.
+    """
+    segments: list[Segment] = []
+    for i, call in enumerate(calls):
+        cur = segments[-1] if segments else None
+        if cur is not None and _extends(call.prompt_ids, cur.input_ids):
+            new_ctx = call.prompt_ids[len(cur.input_ids):]
+            cur.input_ids.extend(new_ctx)
+            cur.loss_mask.extend([0] * len(new_ctx))
+            cur.call_indices.append(i)
+        else:
+            cur = Segment(input_ids=list(call.prompt_ids), loss_mask=[0] * len(call.prompt_ids),
+                          call_indices=[i])
+            segments.append(cur)
+        cur.input_ids.extend(call.response_ids)
+        cur.loss_mask.extend([1] * len(call.response_ids))
+    return segments
+
+
+def _extends(prompt: list[int], prefix: list[int]) -> bool:
+    return len(prompt) >= len(prefix) and prompt[: len(prefix)] == prefix
+
+
+def check_episode(ep: Episode | dict[str, Any]) -> list[str]:
+    """Return the list of invariant violations (empty when the episode is consistent)."""
+    if isinstance(ep, dict):
+        calls = ep["calls"]
+        segments = ep["segments"]
+        get = lambda o, k: o[k]  # noqa: E731
+    else:
+        calls = ep.calls
+        segments = ep.segments
+        get = getattr
+    problems: list[str] = []
+    covered: list[int] = []
+    for si, seg in enumerate(segments):
+        ids, mask, idx = get(seg, "input_ids"), get(seg, "loss_mask"), get(seg, "call_indices")
+        if len(ids) != len(mask):
+            problems.append(f"segment {si}: input_ids ({len(ids)}) and loss_mask ({len(mask)}) differ")
+            continue
+        if not idx:
+            problems.append(f"segment {si}: no call_indices")
+            continue
+        masked = [t for t, m in zip(ids, mask) if m == 1]
+        expected = [t for i in idx for t in get(calls[i], "response_ids")]
+        if masked != expected:
+            problems.append(f"segment {si}: tokens under mask 1 differ from its calls' response_ids")
+        first_prompt = get(calls[idx[0]], "prompt_ids")
+        if ids[: len(first_prompt)] != list(first_prompt):
+            problems.append(f"segment {si}: input_ids do not start with call {idx[0]}'s prompt_ids")
+        covered.extend(idx)
+    if sorted(covered) != list(range(len(calls))):
+        problems.append(f"segments cover calls {sorted(covered)}, expected 0..{len(calls) - 1}")
+    for ci, call in enumerate(calls):
+        if len(get(call, "response_ids")) != len(get(call, "response_logprobs")):
+            problems.append(f"call {ci}: response_ids and response_logprobs differ in length")
+    return problems
+
+
+class EpisodeWriter:
+    """Appends episodes to a JSONL file, one flushed line each, so a crash loses no finished one."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def write(self, ep: Episode) -> None:
+        self._f.write(json.dumps(ep.to_dict(), ensure_ascii=False) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> "EpisodeWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_episodes(path: str | os.PathLike[str]) -> Iterator[Episode]:
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield Episode.from_dict(json.loads(line))
+            except (ValueError, TypeError, KeyError) as e:
+                raise ValueError(f"{path}:{lineno}: not a valid episode record: {e}") from e
+
+
+def write_episodes(path: str | os.PathLike[str], episodes: Iterable[Episode]) -> None:
+    with EpisodeWriter(path) as w:
+        for ep in episodes:
+            w.write(ep)

@@ -1,0 +1,107 @@
+"""Running one agent episode against a sampler and recording it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import Any
+
+from ..agents.chat_rendering import ChatRenderer
+from ..agents.strands_agent import StrandsAgent
+from ..agents.trainable_model import EpisodeLimitReached, TrainableModel
+from ..sampling.protocol import Sampler, SamplerError, SamplingParams
+from .record import Episode, ToolCallRecord, build_segments
+
+
+def _jsonable(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return json.loads(json.dumps(messages, default=repr))
+
+
+def tool_call_records(messages: list[dict[str, Any]]) -> list[ToolCallRecord]:
+    """Pair every toolUse with its toolResult; a call without a result counts as failed."""
+    uses: dict[str, str] = {}
+    order: list[str] = []
+    results: dict[str, dict[str, Any]] = {}
+    for m in messages:
+        for b in m.get("content") or []:
+            if "toolUse" in b:
+                uses[b["toolUse"]["toolUseId"]] = b["toolUse"]["name"]
+                order.append(b["toolUse"]["toolUseId"])
+            elif "toolResult" in b:
+                results[b["toolResult"]["toolUseId"]] = b["toolResult"]
+    records = []
+    for tid in order:
+        res = results.get(tid)
+        if res is None:
+            records.append(ToolCallRecord(name=uses[tid], ok=False, error="no result (episode ended first)"))
+            continue
+        ok = res.get("status") == "success"
+        text = " ".join(c.get("text", "") for c in res.get("content") or [] if isinstance(c, dict))
+        records.append(ToolCallRecord(name=uses[tid], ok=ok, error=None if ok else text[:500]))
+    return records
+
+
+def final_answer(messages: list[dict[str, Any]]) -> str | None:
+    for m in reversed(messages):
+        if m.get("role") == "assistant":
+            texts = [b["text"] for b in m.get("content") or [] if "text" in b]
+            return "".join(texts) if texts else None
+    return None
+
+
+def _causes(e: BaseException):
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def classify_failure(e: Exception, model: TrainableModel) -> tuple[str, str]:
+    """Strands wraps what fails inside its event loop; look through the chain for the cause."""
+    from strands.types.exceptions import MaxTokensReachedException
+
+    for c in _causes(e):
+        if isinstance(c, EpisodeLimitReached):
+            return "truncated", str(c)
+        if isinstance(c, MaxTokensReachedException):
+            return "truncated", "a model turn hit its max_new_tokens limit"
+        if isinstance(c, SamplerError):
+            return "error", f"sampler: {c}"
+    if model.calls and model.calls[-1].finish_reason == "length":
+        return "truncated", "a model turn hit its max_new_tokens limit"
+    return "error", f"{type(e).__name__}: {e}"
+
+
+async def run_episode(spec: StrandsAgent, task: dict[str, Any], sampler: Sampler, renderer: ChatRenderer,
+                      sampling: SamplingParams, group_id: str | None = None,
+                      episode_id: str | None = None) -> Episode:
+    """Run the agent on one task. Never raises for what goes wrong inside the episode: the
+    status and error say what happened, and the calls made so far are kept."""
+    model = TrainableModel(sampler, renderer, sampling, tool_parser=spec.tool_parser,
+                           max_model_calls=spec.max_model_calls, max_response_tokens=spec.max_response_tokens)
+    ep = Episode(episode_id=episode_id or uuid.uuid4().hex, task_id=str(task["task_id"]),
+                 group_id=group_id or str(task["task_id"]))
+    t0 = time.perf_counter()
+    agent = None
+    try:
+        agent = spec.build(model)
+        await asyncio.wait_for(agent.invoke_async(task["question"]), timeout=spec.timeout_s)
+    except asyncio.TimeoutError:
+        ep.status, ep.error = "timeout", f"episode exceeded its {spec.timeout_s:g} s limit"
+    except Exception as e:  # the user's agent, tools or hooks included: recorded, never lost
+        ep.status, ep.error = classify_failure(e, model)
+    ep.timings["wall_s"] = time.perf_counter() - t0
+    ep.timings["model_s"] = sum(c.latency_s for c in model.calls)
+    messages = list(agent.messages) if agent is not None else []
+    ep.messages = _jsonable(messages)
+    ep.calls = model.calls
+    ep.segments = build_segments(model.calls)
+    ep.num_splits = max(0, len(ep.segments) - 1)
+    ep.tool_calls = tool_call_records(messages)
+    ep.malformed_tool_calls = model.malformed_tool_calls
+    ep.final_answer = final_answer(messages)
+    ep.metadata["rerenders"] = model.rerenders
+    return ep

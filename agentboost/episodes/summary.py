@@ -1,0 +1,54 @@
+"""The summary table printed after a rollout."""
+
+from __future__ import annotations
+
+from collections import Counter
+from statistics import mean
+
+from .record import STATUSES, Episode
+
+
+def summarize(episodes: list[Episode]) -> dict:
+    statuses = Counter(ep.status for ep in episodes)
+    tools: Counter = Counter()
+    for ep in episodes:
+        for t in ep.tool_calls:
+            tools[(t.name, "ok" if t.ok else "error")] += 1
+    rewards = [ep.reward for ep in episodes if ep.reward is not None]
+    return {
+        "episodes": len(episodes),
+        "statuses": {s: statuses.get(s, 0) for s in STATUSES},
+        "calls": sum(len(ep.calls) for ep in episodes),
+        "prompt_tokens": sum(len(c.prompt_ids) for ep in episodes for c in ep.calls),
+        "response_tokens": sum(ep.num_response_tokens for ep in episodes),
+        "tool_calls": dict(tools),
+        "malformed_tool_calls": sum(ep.malformed_tool_calls for ep in episodes),
+        "splits": sum(ep.num_splits for ep in episodes),
+        "reward_mean": mean(rewards) if rewards else None,
+        "rewards": rewards,
+    }
+
+
+def print_summary(episodes: list[Episode], wall_s: float, out: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    s = summarize(episodes)
+    console = Console()
+    table = Table(title=f"{s['episodes']} episodes in {wall_s:.1f} s -> {out}", show_header=True)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for status, n in s["statuses"].items():
+        table.add_row(f"status {status}", str(n))
+    table.add_row("model calls", str(s["calls"]))
+    table.add_row("response tokens", str(s["response_tokens"]))
+    table.add_row("tokens/s (sampled, wall)", f"{s['response_tokens'] / wall_s:.1f}" if wall_s > 0 else "-")
+    for (name, outcome), n in sorted(s["tool_calls"].items()):
+        table.add_row(f"tool {name} {outcome}", str(n))
+    table.add_row("malformed tool calls", str(s["malformed_tool_calls"]))
+    table.add_row("segment splits", str(s["splits"]))
+    if s["reward_mean"] is not None:
+        rw = s["rewards"]
+        table.add_row("reward mean", f"{s['reward_mean']:.3f}")
+        table.add_row("reward min / max", f"{min(rw):.3f} / {max(rw):.3f}")
+    console.print(table)

@@ -1,0 +1,158 @@
+"""A vLLM-compatible ``/v1/completions`` server on top of the local engine.
+
+It honours the part of vLLM's contract that token-in/token-out rollouts use: the prompt as a list
+of token ids, ``max_tokens``, ``temperature``, ``top_p``, ``stop_token_ids``, ``seed``,
+``logprobs`` with ``return_tokens_as_token_ids`` (tokens reported as ``"token_id:<id>"``) and
+``return_token_ids`` (``token_ids`` and ``prompt_token_ids`` on each choice). Worker processes
+reach the trainer's policy through it; ``agentboost serve`` runs it standalone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from .local_engine import LocalEngine
+from .protocol import SamplerError, SamplingParams
+
+
+class BadRequest(ValueError):
+    pass
+
+
+def _parse_request(body: Any) -> tuple[list[int], SamplingParams, dict[str, Any]]:
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], list):
+        prompt = prompt[0]
+    if not (isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt)):
+        raise BadRequest("'prompt' must be a non-empty list of token ids (text prompts are not served)")
+    if body.get("n", 1) != 1:
+        raise BadRequest("'n' must be 1")
+    try:
+        params = SamplingParams(
+            temperature=float(body.get("temperature", 1.0)),
+            top_p=float(body.get("top_p", 1.0)),
+            max_new_tokens=int(body.get("max_tokens", 16)),
+            stop_token_ids=tuple(body.get("stop_token_ids") or ()),
+            seed=body.get("seed"),
+        )
+    except (TypeError, ValueError) as e:
+        raise BadRequest(str(e)) from None
+    return prompt, params, body
+
+
+class CompletionsServer:
+    def __init__(self, engine: LocalEngine, model_name: str = "agentboost-policy"):
+        self.engine = engine
+        self.model_name = model_name
+        self.app = web.Application()
+        self.app.router.add_post("/v1/completions", self._completions)
+        self.app.router.add_get("/v1/models", self._models)
+        self.app.router.add_get("/health", self._health)
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self.url: str | None = None
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": self.model_name, "object": "model"}]})
+
+    async def _completions(self, request: web.Request) -> web.Response:
+        try:
+            prompt, params, body = _parse_request(await request.json())
+        except BadRequest as e:
+            return _error(400, str(e))
+        except ValueError:
+            return _error(400, "request body is not valid JSON")
+        try:
+            res = await asyncio.wrap_future(self.engine.submit(prompt, params))
+        except SamplerError as e:
+            return _error(400 if "context" in str(e) else 500, str(e))
+        tok = self.engine.tokenizer
+        choice: dict[str, Any] = {
+            "index": 0,
+            "text": tok.decode(res.response_ids, skip_special_tokens=True),
+            "finish_reason": res.finish_reason,
+            "stop_reason": None,
+            "logprobs": None,
+        }
+        if body.get("logprobs") is not None:
+            if body.get("return_tokens_as_token_ids"):
+                tokens = [f"token_id:{t}" for t in res.response_ids]
+            else:
+                tokens = tok.convert_ids_to_tokens(res.response_ids)
+            choice["logprobs"] = {"tokens": tokens, "token_logprobs": res.logprobs,
+                                  "top_logprobs": None, "text_offset": None}
+        if body.get("return_token_ids"):
+            choice["token_ids"] = res.response_ids
+            choice["prompt_token_ids"] = prompt
+        return web.json_response({
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": self.model_name,
+            "choices": [choice],
+            "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(res.response_ids),
+                      "total_tokens": len(prompt) + len(res.response_ids)},
+        })
+
+    # -- running --------------------------------------------------------------------------
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        self._runner = web.AppRunner(self.app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        bound = site._server.sockets[0].getsockname()[1]  # the real port when port=0
+        self.url = f"http://{host}:{bound}"
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def start_in_thread(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve from a background thread (the trainer's own loop stays free)."""
+        ready = threading.Event()
+        err: list[BaseException] = []
+
+        def run() -> None:
+            self._loop = asyncio.new_event_loop()
+            try:
+                self._loop.run_until_complete(self.start(host, port))
+            except BaseException as e:  # reported to the caller below
+                err.append(e)
+                ready.set()
+                return
+            ready.set()
+            self._loop.run_forever()
+            self._loop.run_until_complete(self.stop())
+            self._loop.close()
+
+        self._thread = threading.Thread(target=run, name="agentboost-completions", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if err:
+            raise err[0]
+        assert self.url is not None
+        return self.url
+
+    def stop_thread(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            self._thread = None
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"object": "error", "message": message, "code": status}, status=status)

@@ -1,0 +1,118 @@
+"""Sampler over vLLM's OpenAI-compatible ``/v1/completions`` route, prompt given as token ids."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any
+
+import aiohttp
+
+from .protocol import SampleResult, SamplerError, SamplingParams
+
+
+class HttpSampler:
+    """Works against vLLM >= 0.10.2 (``return_token_ids``) and older vLLM (token ids recovered from
+    ``logprobs`` with ``return_tokens_as_token_ids``), and against ``agentboost serve``."""
+
+    def __init__(self, base_url: str, model: str | None = None, timeout_s: float = 600.0,
+                 max_retries: int = 2):
+        self.base_url = base_url.rstrip("/")
+        if self.base_url.endswith("/v1"):
+            self.base_url = self.base_url[:-3]
+        self.model = model
+        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self.max_retries = max_retries
+        # aiohttp sessions belong to one event loop; keep one per loop
+        self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _session(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        s = self._sessions.get(loop)
+        if s is None or s.closed:
+            s = aiohttp.ClientSession(timeout=self.timeout)
+            self._sessions[loop] = s
+        return s
+
+    async def close(self) -> None:
+        s = self._sessions.pop(asyncio.get_running_loop(), None)
+        if s is not None:
+            await s.close()
+
+    async def _model_name(self) -> str:
+        if self.model is None:
+            async with self._session().get(f"{self.base_url}/v1/models") as r:
+                data = await r.json()
+            self.model = data["data"][0]["id"]
+        return self.model
+
+    async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
+        body: dict[str, Any] = {
+            "model": await self._model_name(),
+            "prompt": list(prompt_ids),
+            "max_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "logprobs": 0,
+            "return_tokens_as_token_ids": True,
+            "return_token_ids": True,
+            "skip_special_tokens": False,
+        }
+        if params.stop_token_ids:
+            body["stop_token_ids"] = list(params.stop_token_ids)
+        if params.seed is not None:
+            body["seed"] = params.seed
+        last: Exception | None = None
+        for attempt in range(self.max_retries + 1):
+            try:
+                async with self._session().post(f"{self.base_url}/v1/completions", json=body) as r:
+                    data = await r.json(content_type=None)
+                    if r.status >= 500:
+                        raise SamplerError(f"sampler server error {r.status}: {_message(data)}")
+                    if r.status != 200:  # a client error will not go away by retrying
+                        raise _Fatal(f"sampler rejected the request ({r.status}): {_message(data)}")
+                return parse_completion(data)
+            except _Fatal as e:
+                raise SamplerError(str(e)) from None
+            except (aiohttp.ClientError, asyncio.TimeoutError, SamplerError) as e:
+                last = e
+                if attempt < self.max_retries:
+                    await asyncio.sleep(0.2 * 2**attempt)
+        raise SamplerError(f"sampler at {self.base_url} failed after {self.max_retries + 1} tries: "
+                           f"{type(last).__name__}: {last}")
+
+
+class _Fatal(Exception):
+    pass
+
+
+def _message(data: Any) -> str:
+    if isinstance(data, dict):
+        return str(data.get("message") or data.get("error") or data)
+    return str(data)
+
+
+def parse_completion(data: dict[str, Any]) -> SampleResult:
+    try:
+        choice = data["choices"][0]
+    except (KeyError, IndexError, TypeError):
+        raise SamplerError(f"completion response has no choices: {str(data)[:200]}") from None
+    lp = choice.get("logprobs") or {}
+    ids = choice.get("token_ids")
+    if ids is None:
+        tokens = lp.get("tokens")
+        if not tokens or not all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
+            raise SamplerError("completion response carries no token ids: ask vLLM for return_token_ids "
+                               "or logprobs with return_tokens_as_token_ids")
+        ids = [int(t.split(":", 1)[1]) for t in tokens]
+    logprobs = lp.get("token_logprobs")
+    if logprobs is None or len(logprobs) != len(ids):
+        raise SamplerError(f"completion response has {len(ids)} token ids but "
+                           f"{'no' if logprobs is None else len(logprobs)} logprobs")
+    finish = choice.get("finish_reason") or "stop"
+    if finish not in ("stop", "length"):
+        raise SamplerError(f"unexpected finish_reason {finish!r}")
+    return SampleResult(response_ids=[int(t) for t in ids], logprobs=[float(x) for x in logprobs],
+                        finish_reason=finish)

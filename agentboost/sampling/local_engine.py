@@ -1,0 +1,212 @@
+"""The local sampler: one HF model in one process, batching concurrent requests.
+
+Requests arrive from any thread or event loop; a single engine thread gathers those waiting
+(up to ``max_batch_size``, waiting at most ``batch_wait_s`` for company), groups the ones that
+share sampling settings, and runs one left-padded ``generate`` per group. Each row stops at its
+own stop token or token limit. This is static batching: a request that arrives while a batch
+runs waits for the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from .protocol import SampleResult, SamplerError, SamplingParams
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    params: SamplingParams
+    future: Future = field(default_factory=Future)
+
+    @property
+    def group_key(self) -> tuple:
+        return (self.params.temperature, self.params.top_p, self.params.stop_token_ids, self.params.seed)
+
+
+@dataclass
+class EngineStats:
+    requests: int = 0
+    batches: int = 0
+    generated_tokens: int = 0
+    busy_s: float = 0.0
+    max_batch_seen: int = 0
+
+
+class LocalEngine:
+    def __init__(self, model, tokenizer, max_batch_size: int = 8, batch_wait_s: float = 0.01,
+                 device: str | None = None):
+        import torch
+
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        self.batch_wait_s = batch_wait_s
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.model.to(self.device)
+        self.eos_token_id = tokenizer.eos_token_id
+        self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_id
+        self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
+        # held while generating; the trainer takes it to swap weights between steps
+        self.weights_lock = threading.Lock()
+        self.stats = EngineStats()
+        self._queue: queue.Queue[_Request | None] = queue.Queue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="agentboost-local-engine", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, **kwargs) -> "LocalEngine":
+        from ..models.embedded import load_policy
+
+        model, tok = load_policy(name_or_path)
+        return cls(model, tok, **kwargs)
+
+    # -- submission -------------------------------------------------------------------------
+    def submit(self, prompt_ids: list[int], params: SamplingParams) -> Future:
+        if self._closed:
+            raise SamplerError("the local engine is closed")
+        if not prompt_ids:
+            raise SamplerError("empty prompt")
+        if self.max_context and len(prompt_ids) >= self.max_context:
+            raise SamplerError(
+                f"prompt of {len(prompt_ids)} tokens does not fit the model's context of {self.max_context}"
+            )
+        req = _Request(list(prompt_ids), params)
+        self._queue.put(req)
+        return req.future
+
+    def generate(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
+        return self.submit(prompt_ids, params).result()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._thread.join(timeout=30)
+
+    # -- engine thread ----------------------------------------------------------------------
+    def _loop(self) -> None:
+        pending: list[_Request] = []
+        while True:
+            if not pending:
+                first = self._queue.get()
+                if first is None:
+                    return
+                pending.append(first)
+            deadline = time.monotonic() + self.batch_wait_s
+            while len(pending) < self.max_batch_size:
+                try:
+                    nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    self._fail_all(pending, "the local engine was closed")
+                    return
+                pending.append(nxt)
+            key = pending[0].group_key
+            batch = [r for r in pending if r.group_key == key][: self.max_batch_size]
+            pending = [r for r in pending if r not in batch]
+            try:
+                results = self._run_batch(batch)
+            except Exception as e:  # a failed batch fails its requests, never the engine
+                for r in batch:
+                    if not r.future.cancelled():
+                        r.future.set_exception(SamplerError(f"generation failed: {type(e).__name__}: {e}"))
+                continue
+            for r, res in zip(batch, results):
+                if not r.future.cancelled():
+                    r.future.set_result(res)
+
+    @staticmethod
+    def _fail_all(reqs: list[_Request], why: str) -> None:
+        for r in reqs:
+            if not r.future.cancelled():
+                r.future.set_exception(SamplerError(why))
+
+    def _run_batch(self, batch: list[_Request]) -> list[SampleResult]:
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        params = batch[0].params
+        stop_ids = sorted({self.eos_token_id, *params.stop_token_ids})
+        limits = []
+        for r in batch:
+            limit = r.params.max_new_tokens
+            if self.max_context:
+                limit = min(limit, self.max_context - len(r.prompt_ids))
+            limits.append(limit)
+        width = max(len(r.prompt_ids) for r in batch)
+        input_ids = torch.full((len(batch), width), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((len(batch), width), dtype=torch.long)
+        for i, r in enumerate(batch):
+            input_ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
+            attention[i, width - len(r.prompt_ids):] = 1
+        row_limits = torch.tensor(limits)
+
+        class _RowLimit(StoppingCriteria):
+            def __call__(self, ids, scores, **kw):
+                return (ids.shape[1] - width) >= row_limits.to(ids.device)
+
+        greedy = params.temperature == 0
+        gen_kwargs = dict(
+            max_new_tokens=max(limits),
+            do_sample=not greedy,
+            eos_token_id=stop_ids,
+            pad_token_id=self.pad_token_id,
+            stopping_criteria=StoppingCriteriaList([_RowLimit()]),
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+        if not greedy:
+            gen_kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=0)
+        else:
+            gen_kwargs.update(temperature=None, top_p=None, top_k=None)
+        t0 = time.perf_counter()
+        with self.weights_lock, torch.inference_mode():
+            if params.seed is not None:
+                torch.manual_seed(params.seed)
+            out = self.model.generate(
+                input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device), **gen_kwargs
+            )
+            # raw logits -> log-probs at the sampling temperature (vLLM's default logprob mode)
+            temp = params.temperature if params.temperature > 0 else 1.0
+            logits = torch.stack(out.logits, dim=1).float() / temp  # (batch, steps, vocab)
+            logprobs_all = torch.log_softmax(logits, dim=-1)
+        seqs = out.sequences[:, width:].cpu()
+        stop_set = set(stop_ids)
+        results = []
+        for i in range(len(batch)):
+            ids, finish = [], "length"
+            for t in range(min(seqs.shape[1], limits[i])):
+                tok = int(seqs[i, t])
+                ids.append(tok)
+                if tok in stop_set:
+                    finish = "stop"
+                    break
+            idx = torch.tensor(ids, dtype=torch.long)
+            lps = logprobs_all[i, torch.arange(len(ids)), idx].tolist() if ids else []
+            results.append(SampleResult(response_ids=ids, logprobs=lps, finish_reason=finish))
+        elapsed = time.perf_counter() - t0
+        self.stats.requests += len(batch)
+        self.stats.batches += 1
+        self.stats.generated_tokens += sum(len(r.response_ids) for r in results)
+        self.stats.busy_s += elapsed
+        self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(batch))
+        return results
+
+
+class EngineSampler:
+    """The local engine behind the async sampler protocol, for callers in the same process."""
+
+    def __init__(self, engine: LocalEngine):
+        self.engine = engine
+
+    async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
+        return await asyncio.wrap_future(self.engine.submit(prompt_ids, params))

@@ -1,0 +1,54 @@
+"""Task files: JSONL or parquet rows with at least a question."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+class TaskFileError(ValueError):
+    pass
+
+
+def load_tasks(path: str | Path, question_field: str = "question", id_field: str = "task_id") -> list[dict[str, Any]]:
+    """Each row becomes a task dict with ``task_id`` (the row's, or ``<file stem>-<row>``) and
+    ``question``; every other field is kept (ground truth, metadata)."""
+    p = Path(path)
+    if not p.is_file():
+        raise TaskFileError(f"task file {p} does not exist")
+    if p.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(p).to_pylist()
+    elif p.suffix in (".jsonl", ".json"):
+        rows = []
+        with open(p, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise TaskFileError(f"{p}:{lineno}: invalid JSON: {e.msg}") from None
+    else:
+        raise TaskFileError(f"task file {p}: expected .jsonl, .json (one object per line) or .parquet")
+    tasks, seen = [], set()
+    for i, row in enumerate(rows):
+        where = f"{p}: row {i + 1}"
+        if not isinstance(row, dict):
+            raise TaskFileError(f"{where}: expected an object, got {type(row).__name__}")
+        q = row.get(question_field)
+        if not isinstance(q, str) or not q.strip():
+            raise TaskFileError(f"{where}: field {question_field!r} is missing or empty "
+                                f"(expected the task's question as text; fields present: {sorted(row)})")
+        task = dict(row)
+        task["question"] = q
+        task["task_id"] = str(row.get(id_field) if row.get(id_field) is not None else f"{p.stem}-{i}")
+        if task["task_id"] in seen:
+            raise TaskFileError(f"{where}: duplicate {id_field} {task['task_id']!r}")
+        seen.add(task["task_id"])
+        tasks.append(task)
+    if not tasks:
+        raise TaskFileError(f"task file {p} has no rows")
+    return tasks

@@ -1,0 +1,26 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="agentboost",
+    version="0.1.0",
+    description="The Agent Training Kit: reinforcement learning for Strands Agents",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["agentboost", "agentboost.*"]),
+    install_requires=[
+        # torch is pinned by the install command (setup.sh) so that pip takes the CPU wheel;
+        # any torch >= 2.4 works.
+        "torch>=2.4",
+        "transformers>=4.56,<5.11",  # verl 0.9.1 pins transformers below 5.11
+        "gguf>=0.10",
+        "safetensors",
+        "strands-agents>=1.10",
+        "aiohttp>=3.9",
+        "rich>=13",
+        "pyarrow>=14",
+        "pyyaml",
+    ],
+    extras_require={"test": ["pytest>=8"]},
+    entry_points={"console_scripts": ["agentboost=agentboost.cli:main"]},
+)
