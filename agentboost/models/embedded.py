@@ -21,6 +21,7 @@ from pathlib import Path
 
 CACHE_ENV = "AGENTBOOST_CACHE_DIR"
 MANIFEST = "agentboost-manifest.json"
+MANIFEST_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -94,20 +95,29 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def verify_cache(model_dir: Path) -> str | None:
-    """Return None when ``model_dir`` is a complete prepared cache, else what is wrong."""
+def verify_cache(model_dir: Path, full: bool = False) -> str | None:
+    """Return None when ``model_dir`` is a complete prepared cache, else what is wrong.
+
+    Every load checks presence and sizes (cheap); ``full`` also checks the checksums, as
+    preparation does before the cache is moved into place.
+    """
     manifest = model_dir / MANIFEST
     if not manifest.is_file():
         return f"{manifest} is missing"
     try:
-        entries = json.loads(manifest.read_text())["files"]
+        data = json.loads(manifest.read_text())
+        entries = data["files"]
     except (ValueError, KeyError) as e:
         return f"{manifest} is unreadable: {e}"
-    for name, digest in entries.items():
+    if data.get("format") != MANIFEST_FORMAT:
+        return f"{manifest} is of format {data.get('format')!r}, expected {MANIFEST_FORMAT}"
+    for name, entry in entries.items():
         p = model_dir / name
         if not p.is_file():
             return f"{p} is missing"
-        if _sha256(p) != digest:
+        if p.stat().st_size != entry["size"]:
+            return f"{p} has {p.stat().st_size} bytes, expected {entry['size']}"
+        if full and _sha256(p) != entry["sha256"]:
             return f"{p} does not match its checksum"
     return None
 
@@ -137,9 +147,10 @@ def prepare_embedded(name: str = DEFAULT_MODEL, cache_dir: str | os.PathLike[str
         _fix_special_tokens(spec, tok, model)
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
-        files = {p.name: _sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()}
-        (tmp / MANIFEST).write_text(json.dumps({"source": gguf.name, "files": files}, indent=1))
-        problem = verify_cache(tmp)
+        files = {p.name: {"sha256": _sha256(p), "size": p.stat().st_size}
+                 for p in sorted(tmp.iterdir()) if p.is_file()}
+        (tmp / MANIFEST).write_text(json.dumps({"format": MANIFEST_FORMAT, "source": gguf.name, "files": files}, indent=1))
+        problem = verify_cache(tmp, full=True)
         if problem:
             raise RuntimeError(f"prepared cache failed verification: {problem}")
         if target.exists():

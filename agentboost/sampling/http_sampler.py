@@ -50,7 +50,6 @@ class HttpSampler:
 
     async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
         body: dict[str, Any] = {
-            "model": await self._model_name(),
             "prompt": list(prompt_ids),
             "max_tokens": params.max_new_tokens,
             "temperature": params.temperature,
@@ -67,6 +66,7 @@ class HttpSampler:
         last: Exception | None = None
         for attempt in range(self.max_retries + 1):
             try:
+                body["model"] = await self._model_name()
                 async with self._session().post(f"{self.base_url}/v1/completions", json=body) as r:
                     data = await r.json(content_type=None)
                     if r.status >= 500:

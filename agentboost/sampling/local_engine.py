@@ -27,7 +27,8 @@ class _Request:
 
     @property
     def group_key(self) -> tuple:
-        return (self.params.temperature, self.params.top_p, self.params.stop_token_ids, self.params.seed)
+        # the seed is not part of the key: one generator serves a batch (see _run_batch)
+        return (self.params.temperature, self.params.top_p, self.params.stop_token_ids)
 
 
 @dataclass
@@ -170,8 +171,11 @@ class LocalEngine:
             gen_kwargs.update(temperature=None, top_p=None, top_k=None)
         t0 = time.perf_counter()
         with self.weights_lock, torch.inference_mode():
-            if params.seed is not None:
-                torch.manual_seed(params.seed)
+            seeds = [r.params.seed for r in batch if r.params.seed is not None]
+            if seeds:
+                # HF generate draws for the whole batch from one generator: seeded requests are
+                # reproducible for the same batch composition, not one by one as in vLLM
+                torch.manual_seed(hash(tuple(seeds)) & 0x7FFFFFFF)
             out = self.model.generate(
                 input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device), **gen_kwargs
             )
