@@ -14,6 +14,7 @@ setup(
         "torch>=2.4",
         "transformers>=4.56,<5.11",  # verl 0.9.1 pins transformers below 5.11
         "gguf>=0.10",
+        "accelerate>=0.26",  # transformers needs it to load GGUF files
         "safetensors",
         "strands-agents>=1.10",
         "aiohttp>=3.9",
