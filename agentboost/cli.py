@@ -42,7 +42,10 @@ def _add_rollout(sub) -> None:
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default: 1.0)")
     p.add_argument("--max-new-tokens", type=int, default=256, help="tokens per model call (default: 256)")
     p.add_argument("--seed", type=int, help="sampling seed")
-    p.add_argument("--concurrency", type=int, default=8, help="episodes in flight (default: 8)")
+    p.add_argument("--workers", type=int, default=1, help="worker processes (default: 1)")
+    p.add_argument("--slots", type=int, default=8, help="episodes in flight per worker (default: 8)")
+    p.add_argument("--reward", help="reward: a registered name, 'default' (the agent type's), or module:function")
+    p.add_argument("--answer", help="ground truth for --prompt, for the reward")
     p.add_argument("--chat-template-kwargs", default="{}",
                    help='JSON passed to the chat template, e.g. \'{"enable_thinking": false}\'')
     p.set_defaults(func=cmd_rollout)
@@ -150,16 +153,19 @@ def cmd_check(args) -> int:
 
 
 def cmd_rollout(args) -> int:
-    from .agents.chat_rendering import ChatRenderer
     from .agents.strands_agent import StrandsAgent
+    from .agents.strands_process_pool import StrandsProcessPool
+    from .environments.groups import apply_group_policy
+    from .environments.rewards import default_reward, registered_rewards
+    from .environments.strands_env import StrandsEnv
     from .episodes.record import EpisodeWriter
-    from .episodes.runner import run_episode
     from .episodes.summary import print_summary
     from .sampling.protocol import SamplingParams
+    from .sampling.spec import SamplerSpec
     from .tasks import load_tasks
 
-    if args.samples < 1 or args.concurrency < 1:
-        raise UsageError("--samples and --concurrency must be >= 1")
+    if args.samples < 1 or args.workers < 1 or args.slots < 1:
+        raise UsageError("--samples, --workers and --slots must be >= 1")
     try:
         template_kwargs = json.loads(args.chat_template_kwargs)
     except json.JSONDecodeError as e:
@@ -168,6 +174,8 @@ def cmd_rollout(args) -> int:
         tasks = load_tasks(args.tasks, question_field=args.question_field)
     else:
         tasks = [{"task_id": "prompt-0", "question": args.prompt or "What is 17 + 25?"}]
+        if args.answer is not None:
+            tasks[0]["answer"] = args.answer
     spec_kwargs = {}
     if args.tools:
         spec_kwargs["tools"] = args.tools
@@ -175,67 +183,64 @@ def cmd_rollout(args) -> int:
         spec_kwargs["system_prompt"] = args.system_prompt
     spec = StrandsAgent(max_model_calls=args.max_model_calls, max_response_tokens=args.max_response_tokens,
                         timeout_s=args.timeout, factory=args.agent_factory, **spec_kwargs).validate()
+    reward = args.reward
+    if reward == "default":
+        reward = default_reward(spec.agent_type)
+        if reward is None:
+            raise UsageError(f"no default reward for agent type {spec.agent_type!r}; "
+                             f"registered: {', '.join(registered_rewards())}")
+    env = StrandsEnv(reward=reward).validate()
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p,
                               max_new_tokens=args.max_new_tokens, seed=args.seed)
 
-    engine = None
+    engine = server = None
     if args.sampler_url:
-        from transformers import AutoTokenizer
-
         from .models.embedded import resolve_model_path
-        from .sampling.http_sampler import HttpSampler
 
-        tok_path = args.tokenizer or str(resolve_model_path(args.model))
-        tokenizer = AutoTokenizer.from_pretrained(tok_path)
-        sampler = HttpSampler(args.sampler_url)
+        url = args.sampler_url
+        tokenizer = args.tokenizer or str(resolve_model_path(args.model))
     else:
-        from .sampling.local_engine import EngineSampler, LocalEngine
+        # the policy lives here; workers reach it over loopback through the vLLM contract
+        from .models.embedded import resolve_model_path
+        from .sampling.completions_server import CompletionsServer
+        from .sampling.local_engine import LocalEngine
 
-        engine = LocalEngine.from_pretrained(args.model, max_batch_size=args.concurrency)
-        tokenizer = engine.tokenizer
-        if args.tokenizer:
-            from transformers import AutoTokenizer
+        tokenizer = args.tokenizer or str(resolve_model_path(args.model))
+        engine = LocalEngine.from_pretrained(args.model, max_batch_size=args.workers * args.slots)
+        server = CompletionsServer(engine, model_name=args.model)
+        url = server.start_in_thread()
+    sampler = SamplerSpec(tokenizer=tokenizer, sampling=sampling, url=url, template_kwargs=template_kwargs)
 
-            tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-        sampler = EngineSampler(engine)
-    renderer = ChatRenderer(tokenizer, template_kwargs=template_kwargs)
-
-    jobs = [(t, k) for t in tasks for k in range(args.samples)]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("")
-    episodes = []
     t0 = time.perf_counter()
-
-    async def main() -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        sem = asyncio.Semaphore(args.concurrency)
-        with EpisodeWriter(out) as writer, Progress(
-            TextColumn("episodes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            transient=False, disable=not sys.stderr.isatty(),
-        ) as progress:
-            bar = progress.add_task("episodes", total=len(jobs))
-
-            async def one(task, k):
-                async with sem:
-                    ep = await run_episode(spec, task, sampler, renderer, sampling,
-                                           group_id=f"{task['task_id']}")
-                ep.metadata["sample_index"] = k
-                writer.write(ep)
-                episodes.append(ep)
-                progress.advance(bar)
-
-            await asyncio.gather(*(one(t, k) for t, k in jobs))
-            if hasattr(sampler, "close"):
-                await sampler.close()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     try:
-        asyncio.run(main())
+        with EpisodeWriter(out) as writer, Progress(
+            TextColumn("episodes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            disable=not sys.stderr.isatty(),
+        ) as progress, StrandsProcessPool(spec, sampler, env, workers=args.workers, slots=args.slots) as pool:
+            bar = progress.add_task("episodes", total=len(tasks) * args.samples)
+
+            def on_episode(ep) -> None:
+                writer.write(ep)
+                progress.advance(bar)
+
+            episodes = pool.run(tasks, samples=args.samples, on_episode=on_episode)
+            stats = pool.stats()
+            broken = pool.broken
     finally:
+        if server is not None:
+            server.stop_thread()
         if engine is not None:
             engine.close()
-    print_summary(episodes, wall_s=time.perf_counter() - t0, out=str(out))
+    _, groups = apply_group_policy(episodes, "keep", group_size=args.samples)
+    print_summary(episodes, wall_s=time.perf_counter() - t0, out=str(out), groups=groups, pool_stats=stats)
+    if broken:
+        print(f"agentboost rollout: error: {broken}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -84,6 +84,8 @@ class StrandsAgent:
     # custom conversation managers, hooks or state
     factory: str | None = None
     tool_parser: str = "hermes"
+    # the kind of agent, for the reward registry's per-type default (``--reward default``)
+    agent_type: str = "calculator"
 
     def validate(self) -> "StrandsAgent":
         resolve_tools(self.tools)

@@ -11,6 +11,7 @@ from typing import Any
 from ..agents.chat_rendering import ChatRenderer
 from ..agents.strands_agent import StrandsAgent
 from ..agents.trainable_model import EpisodeLimitReached, TrainableModel
+from ..environments.strands_env import StrandsEnv
 from ..sampling.protocol import Sampler, SamplerError, SamplingParams
 from .record import Episode, ToolCallRecord, build_segments
 
@@ -76,10 +77,11 @@ def classify_failure(e: Exception, model: TrainableModel) -> tuple[str, str]:
 
 
 async def run_episode(spec: StrandsAgent, task: dict[str, Any], sampler: Sampler, renderer: ChatRenderer,
-                      sampling: SamplingParams, group_id: str | None = None,
+                      sampling: SamplingParams, env: StrandsEnv | None = None, group_id: str | None = None,
                       episode_id: str | None = None) -> Episode:
-    """Run the agent on one task. Never raises for what goes wrong inside the episode: the
-    status and error say what happened, and the calls made so far are kept."""
+    """Run the agent on one task and score it with ``env``. Never raises for what goes wrong
+    inside the episode: the status and error say what happened, and the calls made so far are
+    kept."""
     model = TrainableModel(sampler, renderer, sampling, tool_parser=spec.tool_parser,
                            max_model_calls=spec.max_model_calls, max_response_tokens=spec.max_response_tokens)
     ep = Episode(episode_id=episode_id or uuid.uuid4().hex, task_id=str(task["task_id"]),
@@ -87,8 +89,9 @@ async def run_episode(spec: StrandsAgent, task: dict[str, Any], sampler: Sampler
     t0 = time.perf_counter()
     agent = None
     try:
+        prompt = env.first_message(task) if env is not None else task["question"]
         agent = spec.build(model)
-        await asyncio.wait_for(agent.invoke_async(task["question"]), timeout=spec.timeout_s)
+        await asyncio.wait_for(agent.invoke_async(prompt), timeout=spec.timeout_s)
     except asyncio.TimeoutError:
         ep.status, ep.error = "timeout", f"episode exceeded its {spec.timeout_s:g} s limit"
     except Exception as e:  # the user's agent, tools or hooks included: recorded, never lost
@@ -104,4 +107,8 @@ async def run_episode(spec: StrandsAgent, task: dict[str, Any], sampler: Sampler
     ep.malformed_tool_calls = model.malformed_tool_calls
     ep.final_answer = final_answer(messages)
     ep.metadata["rerenders"] = model.rerenders
+    if env is not None:
+        t1 = time.perf_counter()
+        env.score(task, ep)
+        ep.timings["reward_s"] = time.perf_counter() - t1
     return ep

@@ -29,7 +29,7 @@ def summarize(episodes: list[Episode]) -> dict:
     }
 
 
-def print_summary(episodes: list[Episode], wall_s: float, out: str) -> None:
+def print_summary(episodes: list[Episode], wall_s: float, out: str, groups=None, pool_stats=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -51,4 +51,14 @@ def print_summary(episodes: list[Episode], wall_s: float, out: str) -> None:
         rw = s["rewards"]
         table.add_row("reward mean", f"{s['reward_mean']:.3f}")
         table.add_row("reward min / max", f"{min(rw):.3f} / {max(rw):.3f}")
+        for value, n in sorted(Counter(round(r, 3) for r in rw).items()):
+            table.add_row(f"reward = {value:g}", str(n))
+    if groups is not None:
+        table.add_row("groups (with failures)", f"{groups.groups} ({groups.groups_with_failures})")
+    if pool_stats:
+        lat = pool_stats.get("latency_s") or {}
+        if lat:
+            table.add_row("episode latency p50 / p90 / p99 (s)", f"{lat['p50']:.2f} / {lat['p90']:.2f} / {lat['p99']:.2f}")
+        table.add_row("worker starts / deaths / retries",
+                      f"{pool_stats['worker_starts']} / {pool_stats['worker_deaths']} / {pool_stats['retries']}")
     console.print(table)

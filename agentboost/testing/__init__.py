@@ -1,0 +1,1 @@
+"""Helpers for testing agents and the rollout engine without a model (fault injection)."""
