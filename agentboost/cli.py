@@ -248,12 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from .agents.strands_agent import AgentSpecError
+    from .environments.rewards import UnknownRewardError
     from .models.embedded import ModelNotFoundError
     from .tasks import TaskFileError
 
     try:
         return args.func(args)
-    except (UsageError, AgentSpecError, ModelNotFoundError, TaskFileError, ValueError) as e:
+    except (UsageError, AgentSpecError, ModelNotFoundError, TaskFileError, UnknownRewardError, ValueError) as e:
         print(f"agentboost {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -150,3 +150,22 @@ def test_demo_rollout_command(tmp_path, smollm2_path):
     assert "status ok" in proc.stdout and "model calls" in proc.stdout
     check = subprocess.run([sys.executable, "-m", "agentboost.cli", "check", str(out)], capture_output=True, text=True)
     assert check.returncode == 0 and "checked=2 violations=0" in check.stdout
+
+
+def test_real_model_through_the_pool_with_a_reward(tmp_path, smollm2_path):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"task_id": f"t{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i)})
+                             + "\n" for i in range(1, 4)))
+    out = tmp_path / "episodes.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "agentboost.cli", "rollout", "--tasks", str(tasks), "--samples", "2",
+                           "--reward", "exact_answer", "--workers", "2", "--slots", "2", "--max-new-tokens", "48",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    episodes = list(read_episodes(out))
+    assert sorted(ep.task_id for ep in episodes) == ["t1", "t1", "t2", "t2", "t3", "t3"]
+    assert len({ep.metadata["worker_pid"] for ep in episodes}) == 2
+    for ep in episodes:
+        assert check_episode(ep) == []
+        if ep.status in ("ok", "truncated"):
+            assert ep.reward in (0.0, 1.0) and ep.reward_components["outcome"] == ep.reward
+    assert "reward mean" in proc.stdout and "groups (with failures)" in proc.stdout

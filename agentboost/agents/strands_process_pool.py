@@ -297,8 +297,8 @@ class StrandsProcessPool:
             self._resolve(job, ep)
 
     def _resolve(self, job: _Job, ep: Episode) -> None:
-        if job.attempts:
-            ep.metadata["attempts"] = job.attempts + 1
+        if job.history:
+            ep.metadata["attempts"] = len(job.history) + 1
             ep.metadata["earlier_failures"] = list(job.history)
         self._status_counts[ep.status] += 1
         if not job.future.done():

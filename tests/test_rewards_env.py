@@ -1,0 +1,97 @@
+"""Reward registry, StrandsEnv and shaping."""
+
+import subprocess
+import sys
+
+import pytest
+
+from agentboost.environments.rewards import (RewardResult, UnknownRewardError, default_reward, get_reward,
+                                             register_reward, registered_rewards, set_default_reward)
+from agentboost.environments.shaping import ShapingConfig, shaping_terms
+from agentboost.environments.strands_env import StrandsEnv, TaskFormatError
+from agentboost.episodes.record import Episode, ModelCall, ToolCallRecord
+
+
+def episode(final="The answer is 42.", tools=(), calls=1, status="ok"):
+    ep = Episode(episode_id="e", task_id="t", group_id="g", status=status, final_answer=final)
+    ep.tool_calls = [ToolCallRecord(name=n, ok=ok, outcome=o) for n, ok, o in tools]
+    ep.calls = [ModelCall(prompt_ids=[1], response_ids=[2], response_logprobs=[0.0], finish_reason="stop")] * calls
+    return ep
+
+
+def test_unknown_reward_lists_registered_names():
+    with pytest.raises(UnknownRewardError) as e:
+        get_reward("exact_anwser")
+    assert "exact_answer" in str(e.value) and "registered:" in str(e.value)
+    r = subprocess.run([sys.executable, "-m", "agentboost.cli", "rollout", "--reward", "nope"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "unknown reward 'nope'" in r.stderr and "exact_answer" in r.stderr
+
+
+def test_register_lookup_defaults_and_import_paths():
+    @register_reward("test_length")
+    def length_reward(task, ep):
+        return RewardResult(score=len(ep.final_answer or "") / 100, components={"outcome": 0.17})
+
+    assert "test_length" in registered_rewards() and get_reward("test_length") is length_reward
+    set_default_reward("test_agent", "test_length")
+    assert default_reward("test_agent") == "test_length"
+    assert default_reward("calculator") == "exact_answer"
+    assert get_reward("agentboost.testing.faults:fault_reward")(
+        {"task_id": "t"}, episode()) == 1.0
+    with pytest.raises(UnknownRewardError):
+        set_default_reward("x", "not_registered")
+
+
+def test_exact_answer():
+    fn = get_reward("exact_answer")
+    assert fn({"answer": "42"}, episode("so 17 + 25 = 42.")).score == 1.0
+    assert fn({"answer": "42"}, episode("I think 41")).score == 0.0
+    assert fn({"answer": "1,000"}, episode("It is 1000")).score == 1.0
+    assert fn({"answer": "-3.5"}, episode("x = -3.50")).score == 1.0
+    r = fn({"answer": "Paris"}, episode(" Paris "))
+    assert r.score == 1.0 and r.metadata["expected"] == "Paris"
+    assert fn({"answer": "42"}, episode(None)).score == 0.0
+
+
+def test_env_scores_failures_and_reward_errors():
+    env = StrandsEnv(reward="exact_answer", failed_reward=-0.5)
+    ep = episode(status="timeout")
+    env.score({"answer": "42"}, ep)
+    assert ep.reward == -0.5 and ep.status == "timeout"
+    ep = episode()
+    env.score({"task_id": "t7"}, ep)  # no answer: the reward raises
+    assert ep.status == "error" and "no 'answer' field" in ep.error and ep.reward == -0.5
+    ep = episode()
+    env.score({"answer": "42"}, ep)
+    assert ep.reward == 1.0 and ep.reward_components == {"outcome": 1.0}
+
+
+def test_first_message_from_field_or_template():
+    assert StrandsEnv().first_message({"question": "q?"}) == "q?"
+    env = StrandsEnv(prompt_template="Solve: {problem} ({level})")
+    assert env.first_message({"problem": "1+1", "level": "easy"}) == "Solve: 1+1 (easy)"
+    with pytest.raises(TaskFormatError, match="no field 'level'"):
+        env.first_message({"task_id": "t", "problem": "1+1"})
+    with pytest.raises(TaskFormatError, match="names no task field"):
+        StrandsEnv(prompt_template="constant").validate()
+
+
+def test_shaping_is_separate_capped_and_off_by_default():
+    env = StrandsEnv(reward="exact_answer")
+    ep = episode(tools=[("calc", True, None)] * 3)
+    env.score({"answer": "42"}, ep)
+    assert ep.reward_components == {"outcome": 1.0}
+    cfg = ShapingConfig.preset()
+    farmed = episode(tools=[("calc", True, "verified")] * 50, calls=40)
+    terms = shaping_terms(cfg, farmed)
+    assert terms == {"tool_success": pytest.approx(0.3), "verification": pytest.approx(0.1),
+                     "step_penalty": pytest.approx(-0.1)}
+    env = StrandsEnv(reward="exact_answer", shaping=cfg)
+    ep = episode(final="wrong", tools=[("calc", True, None), ("calc", False, None)], calls=2)
+    env.score({"answer": "42"}, ep)
+    assert ep.reward_components == {"outcome": 0.0, "tool_success": pytest.approx(0.1),
+                                    "verification": 0.0, "step_penalty": pytest.approx(-0.02)}
+    assert ep.reward == pytest.approx(0.08)
+    with pytest.raises(ValueError):
+        ShapingConfig(step_penalty=0.1)
