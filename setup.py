@@ -21,6 +21,7 @@ setup(
         "rich>=13",
         "pyarrow>=14",
         "pyyaml",
+        "math-verify[antlr4_13_2]>=0.7",
     ],
     extras_require={"test": ["pytest>=8"]},
     entry_points={"console_scripts": ["agentboost=agentboost.cli:main"]},

