@@ -74,6 +74,10 @@ def math_reward(task: dict[str, Any], episode: Episode) -> RewardResult:
     patterns = [task["answer_pattern"]] if task.get("answer_pattern") else None
     answer, how = extract_answer(episode.final_answer, patterns)
     ok = answer is not None and equivalent(gold, answer)
+    if not ok and answer is not None and how == "pattern":
+        number = _NUMBER.search(answer)  # "18 dollars", "x = 5 cm": the number without its unit
+        if number and number.group(0) != answer:
+            ok = equivalent(gold, number.group(0).replace(",", ""))
     score = 1.0 if ok else 0.0
     return RewardResult(score=score, components={"outcome": score},
                         metadata={"extracted": answer, "extracted_by": how, "expected": gold})
