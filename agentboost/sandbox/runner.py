@@ -168,18 +168,17 @@ def _next_uid() -> int:
 def _processes_of_uid(uid: int) -> list[int]:
     pids = []
     for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/status") as f:
-                    for line in f:
-                        if line.startswith("State:") and line.split()[1] in ("Z", "X"):
-                            break  # dead, waiting to be reaped: holds nothing
-                        if line.startswith("Uid:"):
-                            if int(line.split()[1]) == uid:
-                                pids.append(int(d))
-                            break
-            except OSError:
+        if not d.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{d}").st_uid != uid:  # one stat per process: the sweep runs after every run
                 continue
+            with open(f"/proc/{d}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in ("Z", "X"):  # dead, waiting to be reaped: holds nothing
+            pids.append(int(d))
     return pids
 
 
@@ -212,10 +211,17 @@ def _read_capped(stream, cap: int, sink: list, flag: list) -> None:
             flag[0] = True  # keep draining so the child never blocks on a full pipe
 
 
+@lru_cache(maxsize=1)
+def _announce() -> None:
+    # once per process, at first use: which protections this run of model-written code has
+    print(f"agentboost {describe_protections()}", file=sys.stderr, flush=True)
+
+
 def run_python(code: str, stdin: str = "", limits: SandboxLimits = SandboxLimits(),
                files: dict[str, str] | None = None) -> SandboxResult:
     """Run ``code`` as ``main.py`` in a fresh scratch directory under ``limits``."""
     prot = protections()
+    _announce()
     drop = bool(prot["drop_user"])
     uid = _next_uid() if drop else None
     scratch = tempfile.mkdtemp(prefix="run-", dir=_scratch_base())
