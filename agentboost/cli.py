@@ -134,6 +134,35 @@ def _add_sandbox(sub) -> None:
     info.set_defaults(func=cmd_sandbox_info)
 
 
+def _add_train(sub) -> None:
+    p = sub.add_parser("train", help="GRPO on one machine (the local backend)",
+                       description="Train the policy with GRPO/RLOO/REINFORCE++ on one machine. CONFIG is YAML; "
+                                   "key=value pairs override it (e.g. run.steps=5 optim.lr=1e-4).")
+    p.add_argument("config", nargs="?", help="YAML configuration (not needed with --resume)")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, key.sub=value")
+    p.add_argument("--run-dir", help="output directory (default: runs/<config name>-<time>)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
+    p.set_defaults(func=cmd_train)
+
+
+def _add_plot(sub) -> None:
+    p = sub.add_parser("plot", help="redraw a run's PNG plots", description="Redraw RUN_DIR/plots/*.png.")
+    p.add_argument("run_dir")
+    p.set_defaults(func=cmd_plot)
+
+
+def _add_export(sub) -> None:
+    p = sub.add_parser("export", help="export a run's episodes for fine-tuning or inspection",
+                       description="Write selected training episodes of a run (messages and token segments) as JSONL.")
+    p.add_argument("run_dir")
+    p.add_argument("--out", required=True)
+    p.add_argument("--min-reward", type=float, help="keep episodes with reward >= this")
+    p.add_argument("--success-only", action="store_true", help="keep episodes whose outcome is a full success")
+    p.add_argument("--limit", type=int, help="at most this many episodes")
+    p.add_argument("--include-validation", action="store_true", help="also export validation episodes")
+    p.set_defaults(func=cmd_export)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentboost", description="Train Strands Agents with reinforcement learning.")
     parser.add_argument("--version", action="version", version=f"agentboost {__version__}")
@@ -146,6 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_score(sub)
     _add_stats(sub)
     _add_sandbox(sub)
+    _add_train(sub)
+    _add_plot(sub)
+    _add_export(sub)
     return parser
 
 
@@ -294,6 +326,64 @@ def cmd_sandbox_info(args) -> int:
     return 0
 
 
+def cmd_train(args) -> int:
+    from .trainer.config import load_config
+    from .trainer.loop import Trainer
+
+    if args.resume:
+        if args.config or args.overrides:
+            raise UsageError("--resume continues a run with its saved config; give no CONFIG or overrides")
+        trainer = Trainer(None, args.resume, resume=True)
+    else:
+        if not args.config:
+            raise UsageError("a CONFIG file is required (or --resume RUN_DIR)")
+        cfg = load_config(args.config, args.overrides)
+        run_dir = args.run_dir or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if Path(run_dir, "checkpoints", "latest").exists():
+            raise UsageError(f"{run_dir} already holds a run; use --resume {run_dir} or another --run-dir")
+        trainer = Trainer(cfg, run_dir)
+    print(f"run directory: {trainer.run_dir}", flush=True)
+    result = trainer.run()
+    print(f"done: {result['steps']} steps ({result['stopped']}); metrics in {trainer.run_dir / 'metrics.jsonl'}, "
+          f"plots in {trainer.run_dir / 'plots'}")
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from .trainer.metrics import draw_plots
+
+    for path in draw_plots(args.run_dir):
+        print(path)
+    return 0
+
+
+def cmd_export(args) -> int:
+    from .episodes.record import read_episodes
+    from .trainer.loop import success
+
+    files = sorted(Path(args.run_dir, "episodes").glob("step_*.jsonl"))
+    if args.include_validation:
+        files += sorted(Path(args.run_dir, "episodes").glob("val_step_*.jsonl"))
+    if not files:
+        raise UsageError(f"{args.run_dir}/episodes holds no episode files")
+    n = 0
+    with open(args.out, "w", encoding="utf-8") as out:
+        for f in files:
+            for ep in read_episodes(f):
+                if args.limit is not None and n >= args.limit:
+                    break
+                if args.min_reward is not None and (ep.reward is None or ep.reward < args.min_reward):
+                    continue
+                if args.success_only and not success(ep):
+                    continue
+                out.write(json.dumps({"episode_id": ep.episode_id, "task_id": ep.task_id, "reward": ep.reward,
+                                      "status": ep.status, "messages": ep.messages,
+                                      "segments": [s.__dict__ for s in ep.segments]}) + "\n")
+                n += 1
+    print(f"exported {n} episodes to {args.out}")
+    return 0
+
+
 def cmd_check(args) -> int:
     from .episodes.record import check_episode, read_episodes
 
@@ -408,10 +498,11 @@ def main(argv: list[str] | None = None) -> int:
     from .models.embedded import ModelNotFoundError
     from .data.prepare import DataSourceError
     from .tasks import TaskFileError
+    from .trainer.config import ConfigError
 
     try:
         return args.func(args)
-    except (UsageError, AgentSpecError, ModelNotFoundError, TaskFileError, UnknownRewardError, DataSourceError, ValueError) as e:
+    except (UsageError, AgentSpecError, ModelNotFoundError, TaskFileError, UnknownRewardError, DataSourceError, ConfigError, ValueError) as e:
         print(f"agentboost {args.command}: error: {e}", file=sys.stderr)
         return 2
 

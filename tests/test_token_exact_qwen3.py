@@ -13,20 +13,10 @@ from agentboost.episodes.record import Episode, check_episode
 from agentboost.episodes.runner import run_episode
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler, ScriptedTurn
+from agentboost.testing.faults import add
 
 SYSTEM = "You are a calculator agent."
 PARAMS = SamplingParams(temperature=1.0, max_new_tokens=200)
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: first
-        b: second
-    """
-    return a + b
 
 
 @tool

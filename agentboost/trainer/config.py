@@ -1,0 +1,271 @@
+"""Training configuration: YAML plus dotted overrides, validated before anything starts.
+
+An unknown or misspelt key is an error naming the closest valid key; a value of the wrong type is
+an error naming the key and the expected type. The resolved configuration is saved in the run
+directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class ModelConfig:
+    path: str = "smollm2-135m-instruct"  # embedded name or HF model directory
+    lora: bool = True  # False: full fine-tuning
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+
+
+@dataclass
+class DataConfig:
+    train_file: str = ""
+    val_file: str = ""
+    question_field: str = "question"
+    tasks_per_step: int = 4
+    group_size: int = 4
+    shuffle: bool = True
+
+
+@dataclass
+class AgentConfig:
+    tools: list[str] = field(default_factory=lambda: ["agentboost.tools.calculator:calculator"])
+    system_prompt: str | None = None  # None: the StrandsAgent default
+    max_model_calls: int = 4
+    max_response_tokens: int = 512
+    timeout_s: float = 300.0
+    agent_type: str = "calculator"
+
+
+@dataclass
+class RewardConfig:
+    name: str = "exact_answer"
+    failed_reward: float = 0.0
+    group_policy: str = "keep"  # "keep" | "drop"
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 128
+
+
+@dataclass
+class ValidationConfig:
+    every: int = 0  # steps; 0: only at the start and the end
+    at_start: bool = True
+    max_tasks: int = 64
+    k: int = 4  # samples per task for pass@k
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_new_tokens: int = 128
+
+
+@dataclass
+class AlgorithmConfig:
+    adv_estimator: str = "grpo"  # "grpo" | "rloo" | "reinforce_plus_plus"
+    norm_adv_by_std: bool = True
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.28
+    clip_ratio_c: float = 3.0
+    loss_agg_mode: str = "seq-mean-token-mean"
+    kl_coef: float = 0.0  # > 0: KL to the reference policy (the base model, adapters disabled)
+    kl_type: str = "low_var_kl"
+    gamma: float = 1.0  # reinforce_plus_plus
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 1e-4
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    grad_clip: float = 1.0
+    micro_batch_tokens: int = 4096  # token budget per micro-batch; gradients accumulate over the step
+    updates_per_step: int = 1  # passes over the step's data
+
+
+@dataclass
+class RunConfig:
+    steps: int = 10
+    seed: int = 0
+    checkpoint_every: int = 5
+    max_wall_s: float = 0.0  # 0: no limit
+    max_cost: float = 0.0  # 0: no limit; stops when elapsed hours x cost_per_hour reaches it
+    cost_per_hour: float = 0.0
+    workers: int = 1
+    slots: int = 8
+    tensorboard: bool = True
+    wandb_project: str = ""  # set to log to W&B (WANDB_MODE=offline works)
+
+
+@dataclass
+class TrainConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_CHOICES = {
+    "algorithm.adv_estimator": ("grpo", "rloo", "reinforce_plus_plus"),
+    "algorithm.loss_agg_mode": ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
+    "algorithm.kl_type": ("kl", "abs", "mse", "low_var_kl"),
+    "reward.group_policy": ("keep", "drop"),
+}
+
+
+def _hints(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(value: Any, hint: Any, key: str, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Union or str(origin) == "types.UnionType":
+        if value is None and type(None) in args:
+            return None
+        hint = next(a for a in args if a is not type(None))
+        origin = typing.get_origin(hint)
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: {key} must be a list, got {value!r}")
+        return [_coerce(v, typing.get_args(hint)[0], key, where) for v in value]
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{where}: {key} must be true or false, got {value!r}")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{where}: {key} must be an integer, got {value!r}")
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{where}: {key} must be a number, got {value!r}")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{where}: {key} must be text, got {value!r}")
+    return value
+
+
+def _all_keys(cls=TrainConfig, prefix: str = "") -> list[str]:
+    keys = []
+    for f in dataclasses.fields(cls):
+        hint = _hints(cls)[f.name]
+        if dataclasses.is_dataclass(hint):
+            keys += _all_keys(hint, f"{prefix}{f.name}.")
+        else:
+            keys.append(prefix + f.name)
+    return keys
+
+
+def _unknown(key: str) -> ConfigError:
+    close = difflib.get_close_matches(key, _all_keys(), n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(f"unknown configuration key {key!r}{hint}")
+
+
+def _apply(obj: Any, data: dict[str, Any], prefix: str, where: str) -> None:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: {prefix.rstrip('.') or 'the configuration'} must be a mapping")
+    hints = _hints(type(obj))
+    for key, value in data.items():
+        full = prefix + str(key)
+        if key not in hints:
+            raise _unknown(full)
+        hint = hints[key]
+        if dataclasses.is_dataclass(hint):
+            _apply(getattr(obj, key), value, full + ".", where)
+        else:
+            setattr(obj, key, _coerce(value, hint, full, where))
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like key.sub=value")
+    key, _, raw = text.partition("=")
+    return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:
+    cfg = TrainConfig()
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p}: not valid YAML: {e}") from None
+        _apply(cfg, data, "", str(p))
+        for key in ("train_file", "val_file"):  # relative paths are relative to the config file
+            value = getattr(cfg.data, key)
+            if value and not Path(value).is_absolute() and (p.parent / value).exists():
+                setattr(cfg.data, key, str((p.parent / value).resolve()))
+    for text in overrides:
+        key, value = parse_override(text)
+        nested: dict[str, Any] = {}
+        cur = nested
+        parts = key.split(".")
+        for part in parts[:-1]:
+            cur = cur.setdefault(part, {})
+        cur[parts[-1]] = value
+        _apply(cfg, nested, "", f"override {text!r}")
+    validate(cfg, str(path) if path else "defaults")
+    return cfg
+
+
+def validate(cfg: TrainConfig, where: str) -> None:
+    for key, choices in _CHOICES.items():
+        section, name = key.split(".")
+        value = getattr(getattr(cfg, section), name)
+        if value not in choices:
+            raise ConfigError(f"{where}: {key} must be one of {choices}, got {value!r}")
+    positive = {"data.tasks_per_step": cfg.data.tasks_per_step, "data.group_size": cfg.data.group_size,
+                "run.steps": cfg.run.steps, "optim.micro_batch_tokens": cfg.optim.micro_batch_tokens,
+                "sampling.max_new_tokens": cfg.sampling.max_new_tokens, "run.workers": cfg.run.workers,
+                "run.slots": cfg.run.slots, "optim.updates_per_step": cfg.optim.updates_per_step}
+    for key, value in positive.items():
+        if value < 1:
+            raise ConfigError(f"{where}: {key} must be >= 1, got {value}")
+    if cfg.data.group_size < 2 and cfg.algorithm.adv_estimator in ("grpo", "rloo"):
+        raise ConfigError(f"{where}: data.group_size must be >= 2 for {cfg.algorithm.adv_estimator}")
+    if not cfg.data.train_file:
+        raise ConfigError(f"{where}: data.train_file is required")
+    if cfg.optim.lr <= 0:
+        raise ConfigError(f"{where}: optim.lr must be > 0")
+
+
+def save_config(cfg: TrainConfig, path: Path) -> None:
+    path.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+
+
+def config_from_dict(data: dict[str, Any]) -> TrainConfig:
+    cfg = TrainConfig()
+    _apply(cfg, json.loads(json.dumps(data)), "", "saved config")
+    return cfg

@@ -1,0 +1,343 @@
+"""The local trainer: GRPO (RLOO, REINFORCE++) on one machine.
+
+The trainer process holds the policy (LoRA via peft, or full fine-tuning), serves it through the
+batched local engine behind the vLLM contract on loopback, and runs the agent in the worker pool.
+Per step: a batch of tasks x ``group_size`` episodes -> rewards -> advantages and the clipped
+policy loss (veRL's functions) -> one or more updates -> the engine samples the next step with the
+new weights (the same model object).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..agents.strands_agent import DEFAULT_SYSTEM_PROMPT, StrandsAgent
+from ..agents.strands_process_pool import StrandsProcessPool
+from ..environments.groups import apply_group_policy
+from ..environments.strands_env import StrandsEnv
+from ..episodes.record import Episode, EpisodeWriter
+from ..sampling.protocol import SamplingParams
+from ..sampling.spec import SamplerSpec
+from ..tasks import load_tasks
+from . import objective
+from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from .config import TrainConfig, config_from_dict, save_config
+from .metrics import MetricsLogger
+
+
+class TaskStream:
+    """Batches of tasks, reshuffled each epoch from (seed, epoch): resumable from its position."""
+
+    def __init__(self, tasks: list[dict], per_step: int, seed: int, shuffle: bool):
+        self.tasks, self.per_step, self.seed, self.shuffle = tasks, per_step, seed, shuffle
+        self.epoch, self.offset = 0, 0
+
+    def _order(self) -> list[int]:
+        order = list(range(len(self.tasks)))
+        if self.shuffle:
+            random.Random(self.seed * 100_003 + self.epoch).shuffle(order)
+        return order
+
+    def next_batch(self) -> list[dict]:
+        batch = []
+        while len(batch) < self.per_step:
+            order = self._order()
+            if self.offset >= len(order):
+                self.epoch, self.offset = self.epoch + 1, 0
+                continue
+            batch.append(self.tasks[order[self.offset]])
+            self.offset += 1
+        return batch
+
+    def state(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "offset": self.offset}
+
+    def load(self, state: dict[str, int]) -> None:
+        self.epoch, self.offset = state["epoch"], state["offset"]
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def success(ep: Episode) -> bool:
+    return ep.status in ("ok", "truncated") and ep.reward_components.get("outcome", ep.reward or 0.0) >= 1.0 - 1e-9
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, run_dir: str | Path, resume: bool = False, log=print):
+        self.cfg, self.run_dir, self.log = cfg, Path(run_dir), log
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "episodes").mkdir(exist_ok=True)
+        if resume:
+            saved = self.run_dir / "config.yaml"
+            if not saved.is_file():
+                raise FileNotFoundError(f"{self.run_dir} has no config.yaml: not a run directory")
+            import yaml
+
+            self.cfg = cfg = config_from_dict(yaml.safe_load(saved.read_text()))
+        else:
+            save_config(cfg, self.run_dir / "config.yaml")
+        random.seed(cfg.run.seed)
+        np.random.seed(cfg.run.seed)
+        torch.manual_seed(cfg.run.seed)
+        self.train_tasks = load_tasks(cfg.data.train_file, question_field=cfg.data.question_field)
+        self.val_tasks = (load_tasks(cfg.data.val_file, question_field=cfg.data.question_field)[: cfg.validation.max_tasks]
+                          if cfg.data.val_file else [])
+        self.stream = TaskStream(self.train_tasks, cfg.data.tasks_per_step, cfg.run.seed, cfg.data.shuffle)
+        self._build_policy()
+        self.step = 0
+        self._saved_step = -1
+        self.elapsed_before = 0.0
+        self.history: list[dict[str, Any]] = []
+        if resume:
+            ckpt = latest_checkpoint(self.run_dir)
+            if ckpt is None:
+                raise FileNotFoundError(f"{self.run_dir} has no checkpoint to resume from")
+            state = load_checkpoint(ckpt, self.model, self.optimizer, self.scheduler, cfg.model.lora)
+            self.step = state["step"]
+            self.stream.load(state["data"])
+            self.elapsed_before = state.get("elapsed_s", 0.0)
+            self.log(f"resumed {self.run_dir} at step {self.step} from {ckpt.name}")
+        self.metrics = MetricsLogger(self.run_dir, cfg, truncate_after_step=self.step)
+
+    # -- setup ------------------------------------------------------------------------------
+    def _build_policy(self) -> None:
+        from ..models.embedded import load_policy, resolve_model_path
+        from ..sampling.completions_server import CompletionsServer
+        from ..sampling.local_engine import LocalEngine
+
+        cfg = self.cfg
+        self.model_path = str(resolve_model_path(cfg.model.path))
+        model, self.tokenizer = load_policy(self.model_path)
+        self.ref_model = None
+        if cfg.model.lora:
+            from peft import LoraConfig, get_peft_model
+
+            model = get_peft_model(model, LoraConfig(r=cfg.model.lora_r, lora_alpha=cfg.model.lora_alpha,
+                                                     lora_dropout=cfg.model.lora_dropout, task_type="CAUSAL_LM",
+                                                     target_modules=list(cfg.model.lora_target_modules)))
+        elif cfg.algorithm.kl_coef > 0:
+            import copy
+
+            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        model.eval()
+        self.model = model
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+        warm = cfg.optim.warmup_steps
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm > 0 else 1.0)
+        slots = cfg.run.workers * cfg.run.slots
+        self.engine = LocalEngine(model, self.tokenizer, max_batch_size=min(slots, 16))
+        self.server = CompletionsServer(self.engine, model_name="agentboost-policy")
+        self.url = self.server.start_in_thread()
+        spec = StrandsAgent(tools=list(cfg.agent.tools),
+                            system_prompt=cfg.agent.system_prompt if cfg.agent.system_prompt is not None else DEFAULT_SYSTEM_PROMPT,
+                            max_model_calls=cfg.agent.max_model_calls, max_response_tokens=cfg.agent.max_response_tokens,
+                            timeout_s=cfg.agent.timeout_s, agent_type=cfg.agent.agent_type)
+        env = StrandsEnv(reward=cfg.reward.name, failed_reward=cfg.reward.failed_reward)
+        train_sampling = SamplingParams(temperature=cfg.sampling.temperature, top_p=cfg.sampling.top_p,
+                                        max_new_tokens=cfg.sampling.max_new_tokens)
+        v = cfg.validation
+        val_sampling = SamplingParams(temperature=v.temperature, top_p=v.top_p, max_new_tokens=v.max_new_tokens)
+        self.pool = StrandsProcessPool(spec, SamplerSpec(tokenizer=self.model_path, sampling=train_sampling, url=self.url),
+                                       env, workers=cfg.run.workers, slots=cfg.run.slots)
+        self.val_pool = (StrandsProcessPool(spec, SamplerSpec(tokenizer=self.model_path, sampling=val_sampling, url=self.url),
+                                            env, workers=1, slots=cfg.run.slots) if self.val_tasks else None)
+
+    def close(self) -> None:
+        for p in (self.pool, self.val_pool):
+            if p is not None:
+                p.close()
+        self.server.stop_thread()
+        self.engine.close()
+        self.metrics.close()
+
+    # -- the loop ---------------------------------------------------------------------------
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self._t0
+
+    def _budget_reason(self) -> str | None:
+        run = self.cfg.run
+        if self.step >= run.steps:
+            return f"reached {run.steps} steps"
+        if run.max_wall_s and self.elapsed() >= run.max_wall_s:
+            return f"reached the wall-time budget of {run.max_wall_s:g} s"
+        if run.max_cost and run.cost_per_hour and self.elapsed() / 3600 * run.cost_per_hour >= run.max_cost:
+            return f"reached the cost budget of {run.max_cost:g} at {run.cost_per_hour:g}/hour"
+        return None
+
+    def run(self) -> dict[str, Any]:
+        self._t0 = time.perf_counter()
+        try:
+            if self.val_pool is not None and self.cfg.validation.at_start and self.step == 0:
+                self.validate()
+            while (reason := self._budget_reason()) is None:
+                self.train_step()
+                every = self.cfg.run.checkpoint_every
+                if every and self.step % every == 0:
+                    self.checkpoint()
+                if self.val_pool is not None and self.cfg.validation.every and self.step % self.cfg.validation.every == 0:
+                    self.validate()
+            self.log(f"stopping: {reason}")
+            if self._saved_step != self.step:
+                self.checkpoint()
+            if self.val_pool is not None and not (self.cfg.validation.every and self.step % self.cfg.validation.every == 0):
+                self.validate()
+            from .metrics import draw_plots
+
+            draw_plots(self.run_dir)
+            return {"steps": self.step, "stopped": reason}
+        finally:
+            self.close()
+
+    def checkpoint(self) -> None:
+        state = {"data": self.stream.state(), "elapsed_s": self.elapsed()}
+        path = save_checkpoint(self.run_dir, self.step, self.model, self.optimizer, self.scheduler, state,
+                               self.cfg.model.lora)
+        self._saved_step = self.step
+        self.log(f"checkpoint {path.name}")
+
+    def _rollouts(self, pool: StrandsProcessPool, tasks: list[dict], samples: int, label: str) -> list[Episode]:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      transient=True, disable=not sys.stderr.isatty()) as progress:
+            bar = progress.add_task(label, total=len(tasks) * samples)
+            return pool.run(tasks, samples=samples, on_episode=lambda ep: progress.advance(bar))
+
+    def train_step(self) -> dict[str, Any]:
+        cfg = self.cfg
+        t_step = time.perf_counter()
+        tasks = self.stream.next_batch()
+        episodes = self._rollouts(self.pool, tasks, cfg.data.group_size, f"step {self.step + 1} rollouts")
+        t_roll = time.perf_counter() - t_step
+        with EpisodeWriter(self.run_dir / "episodes" / f"step_{self.step + 1:06d}.jsonl") as w:
+            for ep in episodes:
+                w.write(ep)
+        kept, groups = apply_group_policy(episodes, cfg.reward.group_policy, group_size=cfg.data.group_size)
+        adv = objective.compute_advantages(kept, cfg.algorithm.adv_estimator, cfg.algorithm.norm_adv_by_std,
+                                           cfg.algorithm.gamma)
+        rows = [r for r in objective.rows_from_episodes(kept) if r.group_id in adv.informative_groups]
+        for r in rows:
+            r.advantage = adv.by_episode[r.episode_id]
+        t_up = time.perf_counter()
+        update = self.update(rows) if rows else {"loss": 0.0, "grad_norm": 0.0, "pg_clipfrac": 0.0, "ppo_kl": 0.0,
+                                                  "kl": 0.0, "trained_tokens": 0}
+        t_update = time.perf_counter() - t_up
+        self.step += 1
+        rewards = [ep.reward for ep in episodes if ep.reward is not None]
+        statuses = Counter(ep.status for ep in episodes)
+        m = {
+            "step": self.step,
+            "reward_mean": float(np.mean(rewards)) if rewards else None,
+            "reward_std": float(np.std(rewards)) if rewards else None,
+            "success_rate": sum(success(ep) for ep in episodes) / len(episodes),
+            "advantage_abs_mean": float(np.mean([abs(a) for a in adv.by_episode.values()])) if adv.by_episode else 0.0,
+            **update,
+            "sampled_tokens": sum(ep.num_response_tokens for ep in episodes),
+            "all_equal_group_rate": adv.all_equal_groups / max(1, adv.groups),
+            "groups": adv.groups, "dropped_groups": groups.dropped_groups,
+            "statuses": {s: statuses.get(s, 0) for s in ("ok", "timeout", "crashed", "error", "truncated")},
+            "tool_call_rate": sum(1 for ep in episodes if ep.tool_calls) / len(episodes),
+            "malformed_tool_call_rate": sum(1 for ep in episodes if ep.malformed_tool_calls) / len(episodes),
+            "lr": self.scheduler.get_last_lr()[0],
+            "time_rollout_s": t_roll,
+            "time_reward_s": sum(ep.timings.get("reward_s", 0.0) for ep in episodes),
+            "time_update_s": t_update,
+            "time_step_s": time.perf_counter() - t_step,
+            "elapsed_s": self.elapsed(),
+        }
+        self.metrics.log_step(m)
+        self.log(f"step {self.step}/{cfg.run.steps}  reward {m['reward_mean']:.3f}  success {m['success_rate']:.2f}  "
+                 f"loss {m['loss']:+.4f}  kl {m['ppo_kl']:+.4f}  clip {m['pg_clipfrac']:.3f}  grad {m['grad_norm']:.3f}  "
+                 f"all-equal {m['all_equal_group_rate']:.2f}  tools {m['tool_call_rate']:.2f}  "
+                 f"tokens {m['sampled_tokens']}  {m['time_step_s']:.1f}s (rollout {t_roll:.1f}, update {t_update:.1f})")
+        return m
+
+    def update(self, rows: list[objective.TrainRow]) -> dict[str, Any]:
+        cfg = self.cfg
+        actor = objective.actor_config(cfg.algorithm.clip_ratio_low, cfg.algorithm.clip_ratio_high,
+                                       cfg.algorithm.clip_ratio_c, cfg.algorithm.loss_agg_mode)
+        pad = self.tokenizer.pad_token_id
+        batches = objective.micro_batches(rows, cfg.optim.micro_batch_tokens)
+        total_rows = len(rows)
+        stats = Counter()
+        with self.engine.weights_lock:  # no sampling while the weights change
+            self.model.train()
+            for _ in range(cfg.optim.updates_per_step):
+                self.optimizer.zero_grad(set_to_none=True)
+                for mb in batches:
+                    batch = objective.pad_batch(mb, pad)
+                    logp = objective.token_logprobs(self.model, batch, cfg.sampling.temperature)
+                    loss, pg = objective.policy_loss(logp, batch, actor)
+                    kl_value = 0.0
+                    if cfg.algorithm.kl_coef > 0:
+                        with torch.no_grad():
+                            if cfg.model.lora:
+                                with self.model.disable_adapter():
+                                    ref = objective.token_logprobs(self.model, batch, cfg.sampling.temperature)
+                            else:
+                                ref = objective.token_logprobs(self.ref_model, batch, cfg.sampling.temperature)
+                        kl = objective.kl_loss(logp, ref, batch["response_mask"], cfg.algorithm.kl_type,
+                                               cfg.algorithm.loss_agg_mode)
+                        loss = loss + cfg.algorithm.kl_coef * kl
+                        kl_value = float(kl.detach())
+                    share = len(mb) / total_rows  # micro-batch losses are means over their rows
+                    (loss * share).backward()
+                    stats["loss"] += float(loss.detach()) * share
+                    stats["pg_clipfrac"] += pg["actor/pg_clipfrac"] * share
+                    stats["ppo_kl"] += pg["actor/ppo_kl"] * share
+                    stats["kl"] += kl_value * share
+                    stats["trained_tokens"] += int(batch["response_mask"].sum())
+                params = [p for p in self.model.parameters() if p.requires_grad]
+                grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
+                stats["grad_norm"] = float(grad_norm)
+                self.optimizer.step()
+            self.scheduler.step()
+            self.model.eval()
+        n = cfg.optim.updates_per_step
+        return {"loss": stats["loss"] / n, "pg_clipfrac": stats["pg_clipfrac"] / n, "ppo_kl": stats["ppo_kl"] / n,
+                "kl": stats["kl"] / n, "grad_norm": stats["grad_norm"], "trained_tokens": stats["trained_tokens"] // n,
+                "micro_batches": len(batches)}
+
+    def validate(self) -> dict[str, Any]:
+        k = self.cfg.validation.k
+        episodes = self._rollouts(self.val_pool, self.val_tasks, k, "validation")
+        with EpisodeWriter(self.run_dir / "episodes" / f"val_step_{self.step:06d}.jsonl") as w:
+            for ep in episodes:
+                w.write(ep)
+        by_task: dict[str, list[Episode]] = {}
+        for ep in episodes:
+            by_task.setdefault(ep.task_id, []).append(ep)
+        p1 = [pass_at_k(len(eps), sum(success(e) for e in eps), 1) for eps in by_task.values()]
+        pk = [pass_at_k(len(eps), sum(success(e) for e in eps), k) for eps in by_task.values()]
+        rewards = [ep.reward for ep in episodes if ep.reward is not None]
+        m = {"step": self.step, "val_reward_mean": float(np.mean(rewards)) if rewards else None,
+             "val_pass@1": float(np.mean(p1)), f"val_pass@{k}": float(np.mean(pk)),
+             "val_tasks": len(by_task), "val_tool_call_rate": sum(1 for ep in episodes if ep.tool_calls) / len(episodes),
+             "val_success_ci95": _ci95([float(success(e)) for e in episodes])}
+        self.metrics.log_validation(m)
+        self.log(f"validation at step {self.step}: reward {m['val_reward_mean']:.3f}  pass@1 {m['val_pass@1']:.3f} "
+                 f"(95% CI ±{m['val_success_ci95']:.3f})  pass@{k} {m[f'val_pass@{k}']:.3f}  "
+                 f"tools {m['val_tool_call_rate']:.2f}")
+        return m
+
+
+def _ci95(xs: list[float]) -> float:
+    if len(xs) < 2:
+        return float("nan")
+    return 1.96 * float(np.std(xs, ddof=1)) / math.sqrt(len(xs))
