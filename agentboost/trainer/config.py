@@ -165,6 +165,11 @@ def _coerce(value: Any, hint: Any, key: str, where: str) -> Any:
     if hint is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads 3e-5 (no dot) as text
+            try:
+                return float(value)
+            except ValueError:
+                pass
         raise ConfigError(f"{where}: {key} must be a number, got {value!r}")
     if hint is str:
         if isinstance(value, str):
