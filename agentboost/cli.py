@@ -163,6 +163,25 @@ def _add_export(sub) -> None:
     p.set_defaults(func=cmd_export)
 
 
+def _add_sft(sub) -> None:
+    p = sub.add_parser("sft", help="supervised fine-tuning on episodes (rejection-sampling fine-tuning)",
+                       description="Fine-tune on the sampled tokens of episodes (episode records or `agentboost export` "
+                                   "files, e.g. a run's successes) and write a model directory that --model and "
+                                   "model.path accept.")
+    p.add_argument("files", nargs="+", help="episode JSONL files (records or exports)")
+    p.add_argument("--out", required=True, help="output model directory")
+    p.add_argument("--model", default="smollm2-135m-instruct", help="starting model (embedded name or HF directory)")
+    p.add_argument("--full", action="store_true", help="full fine-tuning instead of LoRA (merged into the output)")
+    p.add_argument("--lora-r", type=int, default=16)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--batch-rows", type=int, default=16, help="rows per optimizer step (default: 16)")
+    p.add_argument("--micro-batch-tokens", type=int, default=4096)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    p.set_defaults(func=cmd_sft)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentboost", description="Train Strands Agents with reinforcement learning.")
     parser.add_argument("--version", action="version", version=f"agentboost {__version__}")
@@ -178,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
     _add_plot(sub)
     _add_export(sub)
+    _add_sft(sub)
     return parser
 
 
@@ -381,6 +401,32 @@ def cmd_export(args) -> int:
                                       "segments": [s.__dict__ for s in ep.segments]}) + "\n")
                 n += 1
     print(f"exported {n} episodes to {args.out}")
+    return 0
+
+
+def cmd_sft(args) -> int:
+    from .trainer.sft import SFTConfig, load_sft_rows, run_sft
+
+    for name, value in (("--epochs", args.epochs), ("--batch-rows", args.batch_rows),
+                        ("--micro-batch-tokens", args.micro_batch_tokens), ("--lora-r", args.lora_r)):
+        if value < 1:
+            raise UsageError(f"{name} must be >= 1, got {value}")
+    if args.lr <= 0:
+        raise UsageError(f"--lr must be > 0, got {args.lr}")
+    if Path(args.out).exists() and not args.overwrite:
+        raise UsageError(f"{args.out} exists; choose another --out or pass --overwrite")
+    try:
+        rows = load_sft_rows(args.files)
+    except FileNotFoundError as e:
+        raise UsageError(str(e)) from None
+    if not rows:
+        raise UsageError("the files hold no episode with a sampled token to train on")
+    cfg = SFTConfig(model=args.model, lora=not args.full, lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
+                    epochs=args.epochs, lr=args.lr, batch_rows=args.batch_rows,
+                    micro_batch_tokens=args.micro_batch_tokens, seed=args.seed)
+    res = run_sft(rows, cfg, args.out, overwrite=args.overwrite)
+    print(f"trained on {res['rows']} rows in {res['steps']} steps: loss {res['first_loss']:.4f} -> "
+          f"{res['last_loss']:.4f}; model in {res['out']}")
     return 0
 
 

@@ -189,7 +189,12 @@ def load_policy(name_or_path: str, cache_dir=None, dtype=None):
 
     path = resolve_model_path(name_or_path, cache_dir)
     tok = AutoTokenizer.from_pretrained(str(path))
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype or torch.float32)
+    kwargs = {}
+    if not torch.cuda.is_available():
+        from .cpu_attention import register
+
+        kwargs["attn_implementation"] = register()
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype or torch.float32, **kwargs)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     model.eval()

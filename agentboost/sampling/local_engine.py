@@ -1,10 +1,14 @@
 """The local sampler: one HF model in one process, batching concurrent requests.
 
 Requests arrive from any thread or event loop; a single engine thread gathers those waiting
-(up to ``max_batch_size``, waiting at most ``batch_wait_s`` for company), groups the ones that
-share sampling settings, and runs one left-padded ``generate`` per group. Each row stops at its
-own stop token or token limit. This is static batching: a request that arrives while a batch
-runs waits for the next one.
+(up to ``max_batch_size``; while requests keep arriving less than ``batch_wait_s`` apart, for at
+most ten times that), groups the ones that share sampling settings, and runs one left-padded
+``generate`` per group. Each row stops at its own stop token or token limit. This is static
+batching: a request that arrives while a batch runs waits for the next one.
+
+Agent prompts share a long head (system prompt, tool schemas): a batch's common token prefix is
+prefilled once and its KV cache repeated for every row, the rows' own tokens left-padded after it
+(positions come from the attention mask, so the padding in the middle is invisible).
 """
 
 from __future__ import annotations
@@ -38,16 +42,19 @@ class EngineStats:
     generated_tokens: int = 0
     busy_s: float = 0.0
     max_batch_seen: int = 0
+    shared_prefix_tokens: int = 0  # prompt tokens not prefilled thanks to a shared prefix
 
 
 class LocalEngine:
     def __init__(self, model, tokenizer, max_batch_size: int = 8, batch_wait_s: float = 0.01,
-                 device: str | None = None):
+                 device: str | None = None, min_shared_prefix: int = 32):
         import torch
 
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
+        # shorter common prefixes are prefilled per row (0 turns prefix sharing off)
+        self.min_shared_prefix = min_shared_prefix
         self.batch_wait_s = batch_wait_s
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model.to(self.device)
@@ -101,7 +108,9 @@ class LocalEngine:
                 if first is None:
                     return
                 pending.append(first)
-            deadline = time.monotonic() + self.batch_wait_s
+            # wait for company while requests keep coming (agents start a few ms apart), capped
+            start = time.monotonic()
+            deadline = start + self.batch_wait_s
             while len(pending) < self.max_batch_size:
                 try:
                     nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
@@ -111,6 +120,7 @@ class LocalEngine:
                     self._fail_all(pending, "the local engine was closed")
                     return
                 pending.append(nxt)
+                deadline = min(start + 10 * self.batch_wait_s, time.monotonic() + self.batch_wait_s)
             key = pending[0].group_key
             batch = [r for r in pending if r.group_key == key][: self.max_batch_size]
             pending = [r for r in pending if r not in batch]
@@ -143,12 +153,20 @@ class LocalEngine:
             if self.max_context:
                 limit = min(limit, self.max_context - len(r.prompt_ids))
             limits.append(limit)
-        width = max(len(r.prompt_ids) for r in batch)
+        shared = shared_prefix_len([r.prompt_ids for r in batch])
+        if len(batch) < 2 or not self.min_shared_prefix or shared < self.min_shared_prefix:
+            shared = 0
+        # rows are [shared prefix][left padding][own tokens]
+        own = max(len(r.prompt_ids) for r in batch) - shared
+        width = shared + own
         input_ids = torch.full((len(batch), width), self.pad_token_id, dtype=torch.long)
         attention = torch.zeros((len(batch), width), dtype=torch.long)
         for i, r in enumerate(batch):
-            input_ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
-            attention[i, width - len(r.prompt_ids):] = 1
+            n = len(r.prompt_ids) - shared
+            input_ids[i, :shared] = torch.tensor(r.prompt_ids[:shared], dtype=torch.long)
+            attention[i, :shared] = 1
+            input_ids[i, width - n:] = torch.tensor(r.prompt_ids[shared:], dtype=torch.long)
+            attention[i, width - n:] = 1
         row_limits = torch.tensor(limits)
 
         class _RowLimit(StoppingCriteria):
@@ -176,6 +194,8 @@ class LocalEngine:
                 # HF generate draws for the whole batch from one generator: seeded requests are
                 # reproducible for the same batch composition, not one by one as in vLLM
                 torch.manual_seed(hash(tuple(seeds)) & 0x7FFFFFFF)
+            if shared:
+                gen_kwargs["past_key_values"] = self._prefix_cache(input_ids[:1, :shared], len(batch))
             out = self.model.generate(
                 input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device), **gen_kwargs
             )
@@ -203,7 +223,27 @@ class LocalEngine:
         self.stats.generated_tokens += sum(len(r.response_ids) for r in results)
         self.stats.busy_s += elapsed
         self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(batch))
+        self.stats.shared_prefix_tokens += shared * (len(batch) - 1)
         return results
+
+    def _prefix_cache(self, prefix_ids, rows: int):
+        out = self.model(input_ids=prefix_ids.to(self.device), use_cache=True, logits_to_keep=1)
+        cache = out.past_key_values
+        cache.batch_repeat_interleave(rows)
+        return cache
+
+
+def shared_prefix_len(prompts: list[list[int]]) -> int:
+    """Longest common token prefix, leaving every prompt at least one token of its own
+    (generation needs one uncached token per row)."""
+    first = prompts[0]
+    n = min(len(p) for p in prompts) - 1
+    for p in prompts[1:]:
+        i = 0
+        while i < n and p[i] == first[i]:
+            i += 1
+        n = i
+    return max(0, n)
 
 
 class EngineSampler:

@@ -110,6 +110,7 @@ class RunConfig:
     cost_per_hour: float = 0.0
     workers: int = 1
     slots: int = 8
+    max_batch: int = 32  # requests the local sampler decodes together (at most workers x slots)
     tensorboard: bool = True
     wandb_project: str = ""  # set to log to W&B (WANDB_MODE=offline works)
 
@@ -254,7 +255,7 @@ def validate(cfg: TrainConfig, where: str) -> None:
     positive = {"data.tasks_per_step": cfg.data.tasks_per_step, "data.group_size": cfg.data.group_size,
                 "run.steps": cfg.run.steps, "optim.micro_batch_tokens": cfg.optim.micro_batch_tokens,
                 "sampling.max_new_tokens": cfg.sampling.max_new_tokens, "run.workers": cfg.run.workers,
-                "run.slots": cfg.run.slots, "optim.updates_per_step": cfg.optim.updates_per_step}
+                "run.slots": cfg.run.slots, "run.max_batch": cfg.run.max_batch, "optim.updates_per_step": cfg.optim.updates_per_step}
     for key, value in positive.items():
         if value < 1:
             raise ConfigError(f"{where}: {key} must be >= 1, got {value}")

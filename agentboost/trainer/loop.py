@@ -9,6 +9,7 @@ new weights (the same model object).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -141,7 +142,8 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm > 0 else 1.0)
         slots = cfg.run.workers * cfg.run.slots
-        self.engine = LocalEngine(model, self.tokenizer, max_batch_size=min(slots, 16))
+        self.engine = LocalEngine(model, self.tokenizer, max_batch_size=min(slots, cfg.run.max_batch),
+                                  batch_wait_s=0.1)
         self.server = CompletionsServer(self.engine, model_name="agentboost-policy")
         self.url = self.server.start_in_thread()
         spec = StrandsAgent(tools=list(cfg.agent.tools),
@@ -222,6 +224,7 @@ class Trainer:
     def train_step(self) -> dict[str, Any]:
         cfg = self.cfg
         t_step = time.perf_counter()
+        engine_before = dataclasses.replace(self.engine.stats)
         tasks = self.stream.next_batch()
         episodes = self._rollouts(self.pool, tasks, cfg.data.group_size, f"step {self.step + 1} rollouts")
         t_roll = time.perf_counter() - t_step
@@ -255,6 +258,7 @@ class Trainer:
             "tool_call_rate": sum(1 for ep in episodes if ep.tool_calls) / len(episodes),
             "malformed_tool_call_rate": sum(1 for ep in episodes if ep.malformed_tool_calls) / len(episodes),
             "lr": self.scheduler.get_last_lr()[0],
+            **_sampler_metrics(engine_before, self.engine.stats),
             "time_rollout_s": t_roll,
             "time_reward_s": sum(ep.timings.get("reward_s", 0.0) for ep in episodes),
             "time_update_s": t_update,
@@ -335,6 +339,14 @@ class Trainer:
                  f"(95% CI ±{m['val_success_ci95']:.3f})  pass@{k} {m[f'val_pass@{k}']:.3f}  "
                  f"tools {m['val_tool_call_rate']:.2f}")
         return m
+
+
+def _sampler_metrics(before, after) -> dict[str, float]:
+    batches = after.batches - before.batches
+    return {"sampler_batches": batches,
+            "sampler_mean_batch": (after.requests - before.requests) / batches if batches else 0.0,
+            "sampler_busy_s": after.busy_s - before.busy_s,
+            "sampler_shared_prefix_tokens": after.shared_prefix_tokens - before.shared_prefix_tokens}
 
 
 def _ci95(xs: list[float]) -> float:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..episodes.record import Episode
+from ..sampling.local_engine import shared_prefix_len
 
 
 @dataclass
@@ -102,7 +104,7 @@ def micro_batches(rows: list[TrainRow], token_budget: int) -> list[list[TrainRow
     return batches
 
 
-def pad_batch(rows: list[TrainRow], pad_id: int) -> dict[str, torch.Tensor]:
+def pad_batch(rows: list[TrainRow], pad_id: int, min_shared_prefix: int = 32) -> dict[str, Any]:
     width = max(len(r.input_ids) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     attn = torch.zeros((len(rows), width), dtype=torch.long)
@@ -119,15 +121,40 @@ def pad_batch(rows: list[TrainRow], pad_id: int) -> dict[str, torch.Tensor]:
     # position t predicts token t+1: the "response" tensors are shifted by one
     m = mask[:, 1:]
     return {"input_ids": ids, "attention_mask": attn, "response_mask": m, "old_log_prob": old[:, 1:] * m,
-            "advantages": adv[:, None] * m}
+            "advantages": adv[:, None] * m, "shared_prefix": _trainable_shared_prefix(rows, min_shared_prefix)}
 
 
-def token_logprobs(model, batch: dict[str, torch.Tensor], temperature: float) -> torch.Tensor:
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1].float()
+def _trainable_shared_prefix(rows: list[TrainRow], minimum: int) -> int:
+    """The rows' common head, ending before any trained token's predecessor (a token at t is
+    predicted at t-1, and the head's logits are not computed)."""
+    if len(rows) < 2 or not minimum:
+        return 0
+    n = shared_prefix_len([r.input_ids for r in rows])
+    for r in rows:
+        n = min(n, next((t for t, v in enumerate(r.loss_mask) if v), len(r.input_ids)) - 1)
+    return n if n >= minimum else 0
+
+
+def token_logprobs(model, batch: dict[str, Any], temperature: float) -> torch.Tensor:
+    """Log-probs of each next token, (rows, width - 1). A shared prefix runs once (batch 1) and its
+    KV cache is repeated for the rows, gradients flowing back through it; the entries it covers
+    predict no trained token and are 0."""
+    ids, attn = batch["input_ids"], batch["attention_mask"]
+    shared = batch.get("shared_prefix", 0)
+    if shared:
+        head = model(input_ids=ids[:1, :shared], use_cache=True, logits_to_keep=1)
+        cache = head.past_key_values
+        cache.batch_repeat_interleave(ids.shape[0])
+        logits = model(input_ids=ids[:, shared:], attention_mask=attn, past_key_values=cache,
+                       use_cache=True).logits[:, :-1].float()
+    else:
+        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
     if temperature > 0:
         logits = logits / temperature
-    logp = torch.log_softmax(logits, dim=-1)
-    return logp.gather(-1, batch["input_ids"][:, 1:, None]).squeeze(-1)
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, shared + 1:, None]).squeeze(-1)
+    if shared:
+        logp = torch.cat([logp.new_zeros((ids.shape[0], shared)), logp], dim=1)
+    return logp
 
 
 def policy_loss(log_prob: torch.Tensor, batch: dict[str, torch.Tensor], config) -> tuple[torch.Tensor, dict]:

@@ -1,0 +1,137 @@
+"""Supervised fine-tuning on selected episodes: rejection-sampling fine-tuning (RFT) when the
+episodes are the policy's own successes (``agentboost export --success-only``).
+
+Each segment of each episode is one row; its sampled tokens (loss mask 1) are trained with
+cross-entropy, averaged per row then over rows, so long answers do not outweigh short ones. The
+result is a full model directory (LoRA merged) that ``model.path`` / ``--model`` accept; it is
+written under a temporary name and renamed when complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import objective
+
+
+@dataclass
+class SFTConfig:
+    model: str = "smollm2-135m-instruct"
+    lora: bool = True
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    epochs: int = 1
+    lr: float = 1e-4
+    batch_rows: int = 16  # rows per optimizer step
+    micro_batch_tokens: int = 4096
+    grad_clip: float = 1.0
+    seed: int = 0
+
+
+def load_sft_rows(paths: list[str | os.PathLike[str]]) -> list[objective.TrainRow]:
+    """Rows from episode records or ``agentboost export`` files (both carry ``segments``)."""
+    rows = []
+    for path in paths:
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"{p}: no such file")
+        with open(p, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                    segments = rec["segments"]
+                    for k, seg in enumerate(segments):
+                        ids, mask = list(seg["input_ids"]), list(seg["loss_mask"])
+                        if len(ids) != len(mask):
+                            raise ValueError("input_ids and loss_mask differ in length")
+                        if any(mask):
+                            rows.append(objective.TrainRow(f"{rec.get('episode_id', lineno)}/{k}", "sft", ids, mask,
+                                                           [0.0] * len(ids)))
+                except (ValueError, KeyError, TypeError) as e:
+                    raise ValueError(f"{p}:{lineno}: not an episode with token segments: {e}") from e
+    return rows
+
+
+def nll(model, rows: list[objective.TrainRow], pad_id: int) -> tuple[torch.Tensor, int]:
+    batch = objective.pad_batch(rows, pad_id)
+    logp = objective.token_logprobs(model, batch, temperature=1.0)
+    m = batch["response_mask"]
+    per_row = -(logp * m).sum(1) / m.sum(1).clamp(min=1)
+    return per_row.mean(), int(m.sum())
+
+
+def run_sft(rows: list[objective.TrainRow], cfg: SFTConfig, out: str | os.PathLike[str], overwrite: bool = False,
+            log=print) -> dict[str, Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..models.embedded import load_policy
+
+    if not rows:
+        raise ValueError("no rows to train on (no episode had a sampled token)")
+    out = Path(out)
+    if out.exists() and not overwrite:  # checked before the work, not after
+        raise FileExistsError(f"{out} exists; choose another output directory or overwrite it explicitly")
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    model, tok = load_policy(cfg.model)
+    if cfg.lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, task_type="CAUSAL_LM",
+                                                 target_modules=list(cfg.lora_target_modules)))
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    model.train()
+    steps_per_epoch = -(-len(rows) // cfg.batch_rows)
+    history, t0 = [], time.perf_counter()
+    with Progress(TextColumn("sft"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True,
+                  disable=not sys.stderr.isatty()) as progress:
+        bar = progress.add_task("sft", total=cfg.epochs * steps_per_epoch)
+        for epoch in range(cfg.epochs):
+            order = list(rows)
+            random.shuffle(order)
+            for start in range(0, len(order), cfg.batch_rows):
+                step_rows = order[start:start + cfg.batch_rows]
+                optimizer.zero_grad(set_to_none=True)
+                loss_sum, tokens = 0.0, 0
+                for mb in objective.micro_batches(step_rows, cfg.micro_batch_tokens):
+                    loss, n = nll(model, mb, tok.pad_token_id)
+                    (loss * len(mb) / len(step_rows)).backward()
+                    loss_sum += float(loss.detach()) * len(mb) / len(step_rows)
+                    tokens += n
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
+                optimizer.step()
+                history.append({"step": len(history) + 1, "epoch": epoch + 1, "loss": loss_sum, "tokens": tokens,
+                                "grad_norm": grad_norm, "elapsed_s": time.perf_counter() - t0})
+                progress.advance(bar)
+            log(f"epoch {epoch + 1}/{cfg.epochs}: loss {history[-1]['loss']:.4f} "
+                f"(first step {history[0]['loss']:.4f}), {time.perf_counter() - t0:.0f}s")
+    model.eval()
+    if cfg.lora:
+        model = model.merge_and_unload()
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tok.save_pretrained(tmp)
+    with open(tmp / "sft_metrics.jsonl", "w", encoding="utf-8") as f:
+        for h in history:
+            f.write(json.dumps(h) + "\n")
+    (tmp / "sft_config.json").write_text(json.dumps({**cfg.__dict__, "rows": len(rows)}, indent=2))
+    if out.exists():
+        shutil.rmtree(out)
+    os.rename(tmp, out)
+    return {"rows": len(rows), "steps": len(history), "first_loss": history[0]["loss"],
+            "last_loss": history[-1]["loss"], "out": str(out)}
