@@ -413,18 +413,17 @@ def cmd_sft(args) -> int:
             raise UsageError(f"{name} must be >= 1, got {value}")
     if args.lr <= 0:
         raise UsageError(f"--lr must be > 0, got {args.lr}")
-    if Path(args.out).exists() and not args.overwrite:
-        raise UsageError(f"{args.out} exists; choose another --out or pass --overwrite")
     try:
         rows = load_sft_rows(args.files)
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
-    if not rows:
-        raise UsageError("the files hold no episode with a sampled token to train on")
     cfg = SFTConfig(model=args.model, lora=not args.full, lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
                     epochs=args.epochs, lr=args.lr, batch_rows=args.batch_rows,
                     micro_batch_tokens=args.micro_batch_tokens, seed=args.seed)
-    res = run_sft(rows, cfg, args.out, overwrite=args.overwrite)
+    try:
+        res = run_sft(rows, cfg, args.out, overwrite=args.overwrite)
+    except FileExistsError as e:
+        raise UsageError(f"{e}; choose another --out or pass --overwrite") from None
     print(f"trained on {res['rows']} rows in {res['steps']} steps: loss {res['first_loss']:.4f} -> "
           f"{res['last_loss']:.4f}; model in {res['out']}")
     return 0

@@ -161,10 +161,10 @@ class LocalEngine:
         width = shared + own
         input_ids = torch.full((len(batch), width), self.pad_token_id, dtype=torch.long)
         attention = torch.zeros((len(batch), width), dtype=torch.long)
+        input_ids[:, :shared] = torch.tensor(batch[0].prompt_ids[:shared], dtype=torch.long)
+        attention[:, :shared] = 1
         for i, r in enumerate(batch):
             n = len(r.prompt_ids) - shared
-            input_ids[i, :shared] = torch.tensor(r.prompt_ids[:shared], dtype=torch.long)
-            attention[i, :shared] = 1
             input_ids[i, width - n:] = torch.tensor(r.prompt_ids[shared:], dtype=torch.long)
             attention[i, width - n:] = 1
         row_limits = torch.tensor(limits)

@@ -79,11 +79,11 @@ def run_sft(rows: list[objective.TrainRow], cfg: SFTConfig, out: str | os.PathLi
 
     from ..models.embedded import load_policy
 
-    if not rows:
-        raise ValueError("no rows to train on (no episode had a sampled token)")
     out = Path(out)
     if out.exists() and not overwrite:  # checked before the work, not after
-        raise FileExistsError(f"{out} exists; choose another output directory or overwrite it explicitly")
+        raise FileExistsError(f"{out} exists")
+    if not rows:
+        raise ValueError("the files hold no episode with a sampled token to train on")
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     model, tok = load_policy(cfg.model)
