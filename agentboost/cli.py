@@ -33,6 +33,9 @@ def _add_rollout(sub) -> None:
     p.add_argument("--model", default="smollm2-135m-instruct",
                    help="embedded model name or Hugging Face model directory (default: smollm2-135m-instruct)")
     p.add_argument("--sampler-url", help="use a vLLM-compatible server at this URL instead of a local model")
+    p.add_argument("--demonstrations", action="store_true",
+                   help="no model: answer each task from its 'solution' field (tool calls, then the answer) "
+                        "through the real agent and tools; demonstrations for `agentboost sft`")
     p.add_argument("--engine", choices=("hf", "vllm", "auto"), default="hf", help=ENGINE_HELP)
     p.add_argument("--max-batch", type=int, default=32,
                    help="hf engine: requests decoded together; more wait in a queue (default: 32)")
@@ -375,7 +378,7 @@ def cmd_stats(args) -> int:
 
     from .environments.code_reward import CATEGORIES, OUTCOME_ROWS, code_stats
     from .episodes.record import read_episodes
-    from .episodes.stats import generic_stats
+    from .episodes.stats import TOOL_USE_ROWS, generic_stats
 
     episodes = list(read_episodes(args.episodes))
     n = len(episodes) or 1
@@ -400,6 +403,9 @@ def cmd_stats(args) -> int:
     table("tool calls by name", ["tool", "ok", "error"],
           [(name, generic["tools"][(name, "ok")], generic["tools"][(name, "error")])
            for name in sorted({k[0] for k in generic["tools"]})])
+    table(f"episodes by tool use ({len(episodes)}; no tool call: {generic['tool_use_no_call_success'][True]} succeeded)",
+          ["tool use", "count", "%"],
+          [(row, generic["tool_use"][row], f"{100 * generic['tool_use'][row] / n:.1f}") for row in TOOL_USE_ROWS])
     return 0
 
 
@@ -493,11 +499,13 @@ def cmd_eval(args) -> int:
     d = res["difference"]
     print(f"{res['tasks']} tasks x {res['samples_per_task']} samples, seed {res['seed']}, "
           f"temperature {res['sampling']['temperature']:g}")
-    print(f"{'policy':<10} {'success':>8} {'reward':>8} {'tools':>6}  source")
+    print(f"{'policy':<10} {'success (95% CI)':>17} {'reward':>7} {'tools':>6} {'tool ok':>8} {'malformed':>9} "
+          f"{'turns':>6}  source")
     for name in ("model", "baseline"):
         r = res[name]
         reward = f"{r['mean_reward']:.3f}" if r["mean_reward"] is not None else "-"
-        print(f"{name:<10} {r['success_rate']:>8.3f} {reward:>8} {r['tool_call_rate']:>6.2f}  {r['policy']}")
+        print(f"{name:<10} {r['success_rate']:>9.3f} ± {r['success_ci95']:.3f} {reward:>7} {r['tool_call_rate']:>6.2f} "
+              f"{r['tool_success_rate']:>8.2f} {r['malformed_tool_call_rate']:>9.2f} {r['mean_turns']:>6.2f}  {r['policy']}")
     lo, hi = d["ci95"]
     print(f"difference {d['mean_difference']:+.3f} (95% CI {lo:+.3f} .. {hi:+.3f}), p = {d['p_value']:.4f} "
           f"({d['method']}; {d['differing_tasks']} of {d['tasks']} tasks differ): "
@@ -543,12 +551,19 @@ def cmd_rollout(args) -> int:
         raise UsageError("--samples, --workers, --slots and --max-batch must be >= 1")
     if args.sampler_url and args.engine != "hf":
         raise UsageError("--engine chooses the server agentboost starts; --sampler-url uses one already running")
+    if args.demonstrations and (args.sampler_url or args.engine != "hf" or not args.tasks):
+        raise UsageError("--demonstrations needs --tasks (rows with a 'solution') and no --sampler-url or --engine")
     try:
         template_kwargs = json.loads(args.chat_template_kwargs)
     except json.JSONDecodeError as e:
         raise UsageError(f"--chat-template-kwargs is not valid JSON: {e.msg}") from None
     if args.tasks:
         tasks = load_tasks(args.tasks, question_field=args.question_field)
+        if args.demonstrations:
+            from .agents.demonstrations import check_solution
+
+            for t in tasks:  # every row is checked before any episode runs
+                check_solution(t)
     else:
         tasks = [{"task_id": "prompt-0", "question": args.prompt or "What is 17 + 25?"}]
         if args.answer is not None:
@@ -574,7 +589,13 @@ def cmd_rollout(args) -> int:
 
     tokenizer = args.tokenizer or str(resolve_model_path(args.model))
     policy = policy_file = None
-    if args.sampler_url:
+    if args.demonstrations:
+        sampler = SamplerSpec(tokenizer=tokenizer, sampling=sampling, kind="scripted",
+                              script="agentboost.agents.demonstrations:solution_policy",
+                              script_kwargs={"tasks": str(Path(args.tasks).resolve()),
+                                             "question_field": args.question_field},
+                              template_kwargs=template_kwargs)
+    elif args.sampler_url:
         url = args.sampler_url
     else:
         # the policy is served from here; workers reach it over loopback through the vLLM contract
@@ -591,8 +612,9 @@ def cmd_rollout(args) -> int:
             # make 128 episodes in flight time out)
             policy = PolicyServer.from_pretrained(args.model, max_batch_size=min(args.max_batch, args.workers * args.slots))
         url = policy.url
-    sampler = SamplerSpec(tokenizer=tokenizer, sampling=sampling, url=url, template_kwargs=template_kwargs,
-                          policy_file=policy_file)
+    if not args.demonstrations:
+        sampler = SamplerSpec(tokenizer=tokenizer, sampling=sampling, url=url, template_kwargs=template_kwargs,
+                              policy_file=policy_file)
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,19 @@ from statistics import mean
 from .record import STATUSES, Episode, SplitReason
 
 
+def tool_use_metrics(episodes: list[Episode]) -> dict[str, float]:
+    """How an agent used its tools: ``tool_call_rate`` (episodes with at least one call),
+    ``tool_success_rate`` (calls that returned a result, over all calls; 0.0 without calls),
+    ``malformed_tool_call_rate`` (episodes with a call the parser could not read), ``mean_turns``
+    (model calls per episode)."""
+    n = len(episodes) or 1
+    calls = [t for ep in episodes for t in ep.tool_calls]
+    return {"tool_call_rate": sum(1 for ep in episodes if ep.tool_calls) / n,
+            "tool_success_rate": sum(1 for t in calls if t.ok) / len(calls) if calls else 0.0,
+            "malformed_tool_call_rate": sum(1 for ep in episodes if ep.malformed_tool_calls) / n,
+            "mean_turns": sum(len(ep.calls) for ep in episodes) / n}
+
+
 def split_metrics(episodes: list[Episode]) -> dict:
     """How often a model call extended the previous one (``merge_rate``: extended calls over calls
     after the first of their episode; 1.0 when there are none) and why the others were split."""

@@ -77,6 +77,9 @@ class ValidationConfig:
     temperature: float = 0.7
     top_p: float = 1.0
     max_new_tokens: int = 128
+    # after the final validation: `agentboost eval` of the trained policy against model.path on the
+    # same held-out tasks (k samples each, the run's seed), written to <run>/compare_to_base/
+    compare_to_base: bool = False
 
 
 @dataclass

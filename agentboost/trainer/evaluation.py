@@ -28,6 +28,7 @@ from ..agents.strands_process_pool import StrandsProcessPool
 from ..environments.groups import apply_group_policy
 from ..environments.strands_env import StrandsEnv
 from ..episodes.record import Episode, EpisodeWriter
+from ..episodes.summary import tool_use_metrics
 from ..errors import InputError
 from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
@@ -92,6 +93,8 @@ class PolicyReport:
     mean_reward: float | None
     tool_call_rate: float
     episodes: int
+    success_ci95: float = 0.0  # half-width, normal approximation over episodes
+    tool_use: dict[str, float] = field(default_factory=dict)  # tool_use_metrics
     per_task: dict[str, list[float]] = field(default_factory=dict)
 
 
@@ -100,10 +103,12 @@ def describe(episodes: list[Episode], label: str) -> PolicyReport:
     for ep in episodes:
         per_task.setdefault(ep.task_id, []).append(float(ep.succeeded))
     rewards = [ep.reward for ep in episodes if ep.reward is not None]
-    return PolicyReport(label=label, success_rate=float(np.mean([ep.succeeded for ep in episodes])),
-                        mean_reward=float(np.mean(rewards)) if rewards else None,
-                        tool_call_rate=sum(1 for ep in episodes if ep.tool_calls) / len(episodes),
-                        episodes=len(episodes), per_task=per_task)
+    p = float(np.mean([ep.succeeded for ep in episodes]))
+    tools = tool_use_metrics(episodes)
+    return PolicyReport(label=label, success_rate=p, mean_reward=float(np.mean(rewards)) if rewards else None,
+                        tool_call_rate=tools["tool_call_rate"], episodes=len(episodes),
+                        success_ci95=1.96 * math.sqrt(p * (1 - p) / len(episodes)), tool_use=tools,
+                        per_task=per_task)
 
 
 def load_policy_spec(spec: str):
@@ -158,7 +163,9 @@ def config_for(model: str, config: str | None, overrides: list[str] = ()) -> Tra
 
 def evaluate(model: str, baseline: str, tasks: list[dict], cfg: TrainConfig, samples: int = 2, seed: int = 0,
              alpha: float = 0.05, workers: int = 1, slots: int = 16, out_dir: str | Path | None = None,
-             log=print) -> dict[str, Any]:
+             log=print, model_episodes: list[Episode] | None = None) -> dict[str, Any]:
+    """``model_episodes``: the model's side already sampled on ``tasks`` (the trainer's final
+    validation, by the live policy); then only the baseline runs."""
     if samples < 1:
         raise EvalInputError(f"--samples must be >= 1, got {samples}")
     out = Path(out_dir) if out_dir is not None else None
@@ -167,11 +174,18 @@ def evaluate(model: str, baseline: str, tasks: list[dict], cfg: TrainConfig, sam
     t0 = time.perf_counter()
     reports = []
     for label, spec in (("model", model), ("baseline", baseline)):
-        try:
-            eps = run_policy(spec, tasks, cfg, samples, seed, workers, slots,
-                             out / f"{label}_episodes.jsonl" if out is not None else None, log)
-        except CheckpointError as e:
-            raise EvalInputError(f"--{label} {spec}: {e}") from None
+        if label == "model" and model_episodes is not None:
+            eps = model_episodes
+            if out is not None:
+                with EpisodeWriter(out / "model_episodes.jsonl") as w:
+                    for ep in eps:
+                        w.write(ep)
+        else:
+            try:
+                eps = run_policy(spec, tasks, cfg, samples, seed, workers, slots,
+                                 out / f"{label}_episodes.jsonl" if out is not None else None, log)
+            except CheckpointError as e:
+                raise EvalInputError(f"--{label} {spec}: {e}") from None
         reports.append(describe(eps, spec))
     test = paired_comparison(reports[0].per_task, reports[1].per_task, alpha=alpha, seed=seed)
     result = {"model": _public(reports[0]), "baseline": _public(reports[1]), "difference": test.__dict__,
@@ -185,5 +199,5 @@ def evaluate(model: str, baseline: str, tasks: list[dict], cfg: TrainConfig, sam
 
 
 def _public(r: PolicyReport) -> dict[str, Any]:
-    return {"policy": r.label, "success_rate": r.success_rate, "mean_reward": r.mean_reward,
-            "tool_call_rate": r.tool_call_rate, "episodes": r.episodes}
+    return {"policy": r.label, "success_rate": r.success_rate, "success_ci95": r.success_ci95,
+            "mean_reward": r.mean_reward, **r.tool_use, "episodes": r.episodes}

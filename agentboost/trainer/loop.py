@@ -27,7 +27,7 @@ from ..agents.strands_process_pool import StrandsProcessPool
 from ..environments.groups import apply_group_policy
 from ..environments.strands_env import StrandsEnv
 from ..episodes.record import STATUSES, Episode, EpisodeWriter
-from ..episodes.summary import split_metrics
+from ..episodes.summary import split_metrics, tool_use_metrics
 from ..files import atomic_write_text
 from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
@@ -264,8 +264,12 @@ class Trainer:
             if self._saved_step != self.step:
                 self.checkpoint()
             validated = self.cfg.validation.every and self.step % self.cfg.validation.every == 0
-            if self.val_pool is not None and not validated and not self.stop_requested:
-                self.validate()
+            compare = self.cfg.validation.compare_to_base and not self.stop_requested
+            if self.val_pool is not None and (compare or not validated) and not self.stop_requested:
+                if not validated:
+                    self.validate()
+                if compare:
+                    self.compare_to_base(self._last_validation)
             from .metrics import draw_plots
 
             draw_plots(self.run_dir)
@@ -279,6 +283,26 @@ class Trainer:
             raise
         finally:
             self.close()
+
+    def compare_to_base(self, episodes: list[Episode]) -> dict[str, Any]:
+        """The trained policy against the model it started from, paired over the held-out tasks:
+        the final validation's ``episodes`` are the trained side, so only the base model runs."""
+        from .evaluation import evaluate
+
+        cfg = self.cfg
+        res = evaluate(str(self.run_dir), cfg.model.path, self.val_tasks, cfg, samples=cfg.validation.k,
+                       seed=cfg.run.seed, workers=cfg.run.workers, slots=cfg.run.slots,
+                       out_dir=self.run_dir / "compare_to_base", log=self.log, model_episodes=episodes)
+        d = res["difference"]
+        self.metrics.log_event({"event": "compare_to_base", "step": self.step, "model": res["model"]["success_rate"],
+                                "baseline": res["baseline"]["success_rate"], "difference": d["mean_difference"],
+                                "p_value": d["p_value"], "significant": d["significant"]})
+        lo, hi = d["ci95"]
+        self.log(f"against {cfg.model.path}: success {res['model']['success_rate']:.3f} vs "
+                 f"{res['baseline']['success_rate']:.3f}, difference {d['mean_difference']:+.3f} "
+                 f"(95% CI {lo:+.3f} .. {hi:+.3f}), p = {d['p_value']:.4f}"
+                 f"{' (significant)' if d['significant'] else ''}")
+        return res
 
     def checkpoint(self) -> None:
         state = {"data": self.stream.state(), "elapsed_s": self.elapsed()}
@@ -343,8 +367,7 @@ class Trainer:
             "groups": adv.groups, "dropped_groups": groups.dropped_groups,
             "statuses": {s: statuses.get(s, 0) for s in STATUSES},
             **split_metrics(episodes),
-            "tool_call_rate": sum(1 for ep in episodes if ep.tool_calls) / len(episodes),
-            "malformed_tool_call_rate": sum(1 for ep in episodes if ep.malformed_tool_calls) / len(episodes),
+            **tool_use_metrics(episodes),
             "lr": self.scheduler.get_last_lr()[0],
             **(_sampler_metrics(engine_before, self.engine.stats) if self.engine is not None else {}),
             "time_weight_sync_s": sync_s,
@@ -418,6 +441,7 @@ class Trainer:
         k = self.cfg.validation.k
         episodes = self._rollouts(self.val_pool, self.val_tasks, k, "validation")
         apply_group_policy(episodes, "keep", failed_reward=self.cfg.reward.failed_reward)
+        self._last_validation = episodes  # the final one is compare_to_base's trained side
         with EpisodeWriter(self.run_dir / "episodes" / f"val_step_{self.step:06d}.jsonl") as w:
             for ep in episodes:
                 w.write(ep)
@@ -429,7 +453,7 @@ class Trainer:
         rewards = [ep.reward for ep in episodes if ep.reward is not None]
         m = {"step": self.step, "val_reward_mean": float(np.mean(rewards)) if rewards else None,
              "val_pass@1": float(np.mean(p1)), f"val_pass@{k}": float(np.mean(pk)),
-             "val_tasks": len(by_task), "val_tool_call_rate": sum(1 for ep in episodes if ep.tool_calls) / len(episodes),
+             "val_tasks": len(by_task), **{f"val_{name}": v for name, v in tool_use_metrics(episodes).items()},
              "val_success_ci95": _ci95([float(e.succeeded) for e in episodes]),
              **{f"val_{name}": v for name, v in split_metrics(episodes).items()}}
         self.metrics.log_validation(m)
