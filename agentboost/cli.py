@@ -155,6 +155,8 @@ def _add_stats(sub) -> None:
     p = sub.add_parser("stats", help="tables over an episodes file (code categories, tool outcomes, statuses)",
                        description="Episodes by code category, test_code calls by outcome, statuses and tool calls.")
     p.add_argument("episodes")
+    p.add_argument("--tasks", help="tau2 episodes: the task file they ran on (`data prepare tau2`), for the null "
+                                   "baseline and the success rate on non-trivial tasks")
     p.set_defaults(func=cmd_stats)
 
 
@@ -406,6 +408,25 @@ def cmd_stats(args) -> int:
     table(f"episodes by tool use ({len(episodes)}; no tool call: {generic['tool_use_no_call_success'][True]} succeeded)",
           ["tool use", "count", "%"],
           [(row, generic["tool_use"][row], f"{100 * generic['tool_use'][row] / n:.1f}") for row in TOOL_USE_ROWS])
+    tau2 = [ep for ep in episodes if str(ep.task_id).startswith("tau2/")]
+    if tau2:
+        from .environments.tau2_metrics import null_baseline, tau2_metrics
+        from .tasks import load_tasks
+
+        null = null_baseline([t for t in load_tasks(args.tasks) if t["task_id"] in {e.task_id for e in tau2}]) \
+            if args.tasks else None
+        m = tau2_metrics(tau2, null=null)
+        rows = [("episodes / tasks", f"{m['episodes']} / {m['tasks']}"), ("average reward", f"{m['avg_reward']:.3f}")]
+        rows += [(f"pass^{k}", f"{v:.3f}") for k, v in m["pass_hat_k"].items()]
+        rows += [(f"pass@{k}", f"{v:.3f}") for k, v in m["pass_at_k"].items()]
+        if null is not None:
+            rows += [("null baseline (do nothing)", f"{m['null_baseline']:.3f}"),
+                     (f"success on non-trivial tasks ({m['nontrivial_tasks']})",
+                      "-" if m["nontrivial_success"] is None else f"{m['nontrivial_success']:.3f}")]
+        rows += [(f"termination: {k}", v) for k, v in sorted(m["terminations"].items())]
+        rows += [(f"user signal: {k}", v) for k, v in sorted(m["user_signals"].items())]
+        rows += [("tool errors per episode", f"{m['tool_errors_per_episode']:.2f}")]
+        table("tau2 (pass^k as tau2 reports it)", ["metric", "value"], rows)
     return 0
 
 

@@ -4,8 +4,10 @@ gold replay against tau2's database hashes, and agentboost's evaluator against t
 
 import asyncio
 import json
+import math
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -350,3 +352,266 @@ def test_ticket_episodes_through_the_worker_pool(qwen3_tokenizer):
         assert ep.status == "ok" and check_episode(ep) == [], ep.error
         assert [t.name for t in ep.tool_calls] == [a["name"] for a in _gold_calls(row)]
         assert ep.reward == 1.0 and ep.reward_metadata["metric"] == "tau2_airline"
+
+
+# -- multi-turn conversations with a user simulator ---------------------------------------------
+
+CONVERSATION = "agentboost.environments.tau2_conversation:tau2_conversation"
+
+
+def _conversation_env(**options):
+    from agentboost.environments.strands_env import StrandsEnv
+
+    return StrandsEnv(reward="agentboost.environments.tau2_eval:tau2_reward", conversation=CONVERSATION,
+                      conversation_options={"user": "scripted", **options})
+
+
+def conversation_script(tokenizer=None):
+    """The agent's side of a gold conversation on ``_pool_row`` with the scripted user: a question
+    (the user answers with the known info), the gold calls one a turn, the required strings, then
+    a closing line (the user confirms, then stops)."""
+    row = _pool_row()
+    return (["Could you give me your user id and reservation number?"]
+            + [_call_text(a["name"], a["arguments"]) for a in _gold_calls(row)]
+            + ["Done. " + "; ".join(row["evaluation_criteria"]["communicate_info"]), "Is there anything else?"])
+
+
+def _run_conversation(tokenizer, row, script, **options):
+    from agentboost.agents.chat_rendering import ChatRenderer
+    from agentboost.agents.episode_runner import run_episode
+    from agentboost.agents.strands_agent import StrandsAgentSpec
+    from agentboost.sampling.protocol import SamplingParams
+    from agentboost.sampling.scripted import ScriptedSampler
+
+    spec = StrandsAgentSpec(tools=["agentboost.tools.tau2_airline"], system_prompt="unused: the conversation sets tau2's",
+                            max_model_calls=40, max_response_tokens=4000)
+    return asyncio.run(run_episode(spec, row, ScriptedSampler(script, tokenizer), ChatRenderer(tokenizer),
+                                   SamplingParams(temperature=1.0, max_new_tokens=400), env=_conversation_env(**options)))
+
+
+def test_conversation_with_the_scripted_user_is_one_token_exact_sequence_scored_like_tau2(qwen3_tokenizer):
+    """A real Strands agent in a multi-turn conversation: tau2's system prompt and greeting, the
+    scripted user's turns appended as user turns (loss mask 0) to one sequence, the user's stop
+    ending it; the reward equals tau2's evaluate_simulation on the same trajectory (user_stop)."""
+    from agentboost.environments.tau2_conversation import greeting
+    from agentboost.environments.tau2_eval import trajectory_from_strands
+    from agentboost.episodes.record import check_episode
+
+    row = _pool_row()
+    ep = _run_conversation(qwen3_tokenizer, row, conversation_script())
+    assert ep.status.value == "ok", ep.error
+    assert check_episode(ep) == [] and len(ep.segments) == 1 and ep.num_splits == 0
+    conv = ep.metadata["conversation"]
+    assert (conv["termination"], conv["user_signal"], conv["user_turns"], conv["tool_errors"]) == ("user_stop", "stop", 4, 0)
+    traj = trajectory_from_strands(ep.messages)
+    assert traj[0] == {"role": "assistant", "content": greeting()} and traj[-1]["content"].endswith("###STOP###")
+    assert conv["steps"] == len(traj) - 1  # every message after the greeting is a step
+    assert ep.reward == 1.0 == _tau2_reward(row, traj, "user_stop")
+    assert ep.reward_metadata["protocol"] == "conversation, scripted user: a training proxy"
+    assert not ep.reward_metadata["official"]  # a scripted user is not tau2's protocol
+    # the user's turns are in the one sequence under mask 0, the model's turns under mask 1
+    seg = ep.segments[0]
+    prompt_text = qwen3_tokenizer.decode([t for t, m in zip(seg.input_ids, seg.loss_mask) if m == 0])
+    sampled_text = qwen3_tokenizer.decode([t for t, m in zip(seg.input_ids, seg.loss_mask) if m == 1])
+    known = row["user_scenario"]["instructions"]["known_info"]
+    assert known in prompt_text and known not in sampled_text and "Is there anything else?" in sampled_text
+    assert "<policy>" in prompt_text and "You are a customer service agent" in prompt_text
+    assert "###STOP###" not in prompt_text  # the final stop is recorded, never rendered to the model
+
+
+def test_conversation_tool_errors_order_and_limits_are_tau2s(qwen3_tokenizer):
+    """Arguments that do not fit the schema and an unknown tool get tau2's own error results (the
+    episode goes on); two calls in one turn run in order; the error limit and the step limit end
+    the conversation where tau2's orchestrator would, scoring 0 like tau2."""
+    from agentboost.environments.tau2_eval import trajectory_from_strands
+
+    row = _pool_row()
+    user_id = next(a["arguments"]["user_id"] for r in _rows("airline") for a in _gold_calls(r)
+                   if a["name"] == "get_user_details")
+    first = [_call_text("get_user_details", {"user_idx": 3}), _call_text("no_such_tool", {"a": 1}),
+             _call_text("get_user_details", {"user_id": user_id}) + "\n"
+             + _call_text("get_user_details", {"user_id": "nobody"})]
+    script = first + [_call_text("get_user_details", {"user_id": "nobody"})] * 10
+    ep = _run_conversation(qwen3_tokenizer, row, script, max_errors=5, system_prompt="compact")
+    assert ep.status.value == "ok", ep.error
+    conv = ep.metadata["conversation"]
+    assert conv["termination"] == "too_many_errors" and conv["tool_errors"] == 5
+    traj = trajectory_from_strands(ep.messages)
+    results = [m for m in traj if m["role"] == "tool"]
+    assert results[0]["content"].startswith("Error:") and "user_idx" in results[0]["content"]
+    assert results[1]["content"] == "Error: Tool 'no_such_tool' not found."
+    assert user_id in results[2]["content"] and results[3]["content"].startswith("Error:")  # in call order
+    assert len(results) == 6  # 5 errors, and the limit is checked before the next model call, as in tau2
+    assert ep.reward == 0.0 == _tau2_reward(row, traj, "too_many_errors")
+    assert "non-official system prompt" in ep.reward_metadata["protocol"]
+
+    ep = _run_conversation(qwen3_tokenizer, row, script, max_errors=100, max_steps=6)
+    conv = ep.metadata["conversation"]
+    # user (1), call (2), result (3), call (4), result (5), call (6: to the environment, not checked), result (7)
+    assert (conv["termination"], conv["steps"]) == ("max_steps", 7) and ep.reward == 0.0
+
+
+def test_conversation_transfer_and_sequential_executor(qwen3_tokenizer):
+    from strands import Agent
+    from strands.tools.executors import SequentialToolExecutor
+
+    from agentboost.environments.tau2_conversation import Tau2Conversation
+    from agentboost.environments.tau2_eval import trajectory_from_strands
+
+    row = _pool_row()
+    conv = Tau2Conversation(row)
+    agent = Agent(callback_handler=None)
+    conv.setup(agent)
+    assert isinstance(agent.tool_executor, SequentialToolExecutor)
+    ep = _run_conversation(qwen3_tokenizer, row, [_call_text("transfer_to_human_agents", {"summary": "wants help"}),
+                                                  "I am transferring you to a human agent."])
+    conv = ep.metadata["conversation"]
+    assert (conv["termination"], conv["user_signal"]) == ("user_stop", "transfer")
+    traj = trajectory_from_strands(ep.messages)
+    assert traj[-1]["content"] == "###TRANSFER###"
+    assert ep.reward == _tau2_reward(row, traj, "user_stop")
+
+
+def test_conversation_through_the_worker_pool(qwen3_tokenizer):
+    """The conversation in a pool worker: scripted user, tools by import path, the invariant, one
+    segment, the reward."""
+    from conftest import QWEN3_DIR
+
+    from agentboost.agents.strands_agent import StrandsAgentSpec
+    from agentboost.agents.strands_process_pool import StrandsProcessPool
+    from agentboost.episodes.record import check_episode
+    from agentboost.sampling.spec import SamplerSpec
+
+    row = _pool_row()
+    spec = StrandsAgentSpec(tools=["agentboost.tools.tau2_airline"], system_prompt="x", max_model_calls=20,
+                            max_response_tokens=2000)
+    sampler = SamplerSpec(tokenizer=str(QWEN3_DIR), kind="scripted", script="test_tau2:conversation_script")
+    with StrandsProcessPool(spec, sampler, env=_conversation_env(), workers=1, slots=1) as pool:
+        (ep,) = pool.run([row])
+    assert ep.status == "ok" and check_episode(ep) == [] and len(ep.segments) == 1, ep.error
+    assert ep.metadata["conversation"]["termination"] == "user_stop" and ep.reward == 1.0
+
+
+def test_user_simulators_interface():
+    """The scripted user from the scenario; the completions user with tau2's guidelines and the
+    scenario as its system prompt and the roles flipped, sampled from a (here scripted) policy."""
+    from transformers import AutoTokenizer
+
+    from conftest import QWEN3_DIR
+
+    from agentboost.environments.tau2_users import UserView, make_user, user_signal
+    from agentboost.sampling.scripted import ScriptedSampler
+
+    if not (QWEN3_DIR / "tokenizer.json").is_file():
+        pytest.skip("the Qwen3 tokenizer fixture is absent")
+    tok = AutoTokenizer.from_pretrained(str(QWEN3_DIR))
+    row = _pool_row()
+    instr = row["user_scenario"]["instructions"]
+    user = make_user("scripted", row)
+    view = UserView([{"role": "assistant", "content": "Hi! How can I help you today?"}])
+    assert asyncio.run(user.reply(view)) == instr["reason_for_call"].strip()
+    assert asyncio.run(user.reply(UserView(view.messages, ["transfer_to_human_agents"]))) == "###TRANSFER###"
+    assert [user_signal(t) for t in ("ok ###STOP###", "###OUT-OF-SCOPE###", "hello")] == ["stop", "out_of_scope", None]
+    sampler = ScriptedSampler(["I want to check my baggage allowance."], tok)
+    llm_user = make_user("completions", row, policy=(sampler, tok), url="policy", max_new_tokens=32)
+    assert asyncio.run(llm_user.reply(view)) == "I want to check my baggage allowance."
+    seen = tok.decode(sampler.prompts[0])
+    assert "# User Simulation Guidelines" in seen and instr["reason_for_call"].strip()[:60] in seen
+    assert "<|im_start|>user\nHi! How can I help you today?<|im_end|>" in seen  # the agent is the user's "user"
+    with pytest.raises(td.Tau2Error, match="unknown user simulator"):
+        make_user("oracle", row)
+
+
+def test_tau2_metrics_pass_hat_k_null_baseline_and_terminations():
+    from agentboost.environments import tau2_metrics as tm
+
+    # tau2's own pass^k function is the oracle (tau2.metrics imports pandas, no LLM code)
+    agent_metrics = pytest.importorskip("tau2.metrics.agent_metrics")
+    for n, c, k in ((4, 2, 1), (4, 2, 2), (4, 3, 3), (5, 0, 2), (3, 3, 3)):
+        assert tm.pass_hat_k(n, c, k) == pytest.approx(agent_metrics.pass_hat_k(n, c, k))
+    assert tm.pass_at_k(4, 1, 2) == pytest.approx(0.5)
+    eps = [{"task_id": "a", "status": "ok", "reward": 1.0, "metadata": {"conversation": {"termination": "user_stop",
+                                                                                          "user_signal": "stop", "tool_errors": 1}}},
+           {"task_id": "a", "status": "ok", "reward": 0.0, "metadata": {"conversation": {"termination": "max_steps"}}},
+           {"task_id": "b", "status": "ok", "reward": 1.0, "metadata": {}},
+           {"task_id": "b", "status": "timeout", "reward": None, "metadata": {}},
+           {"task_id": "b", "status": "ok", "reward": 1.0, "metadata": {}}]
+    m = tm.tau2_metrics(eps, null={"a": 0.0, "b": 1.0})
+    # k runs to the fewest trials a task has (2); a: 1 of 2, b: 2 of 3
+    assert m["pass_hat_k"] == pytest.approx({1: (0.5 + 2 / 3) / 2, 2: (0.0 + 1 / 3) / 2})
+    assert m["pass_at_k"][2] == pytest.approx((1.0 + 1.0) / 2)
+    assert m["terminations"] == {"user_stop": 1, "max_steps": 1, "agent_stop": 2, "failed (timeout)": 1}
+    assert m["null_baseline"] == 0.5 and m["nontrivial_tasks"] == 1 and m["nontrivial_success"] == 0.5
+    # the null baseline (a do-nothing agent; the user stops) is tau2's reward of that trajectory
+    rows = _rows("airline")[:3]
+    null = tm.null_baseline(rows)
+    assert [null[r["task_id"]] for r in rows] == [_tau2_reward(r, tm.null_trajectory(r), "user_stop") for r in rows]
+
+
+def test_smoke_training_run_on_short_airline_tasks_with_the_scripted_user(tmp_path, smollm2_path):
+    """`agentboost train` on tau2 airline (mechanics only, SmolLM2): the example's data preparer,
+    the scripted user, the compact prompt; two steps, every episode token-exact and recorded with
+    its conversation's ending. Nothing here measures learning."""
+    import runpy
+
+    from agentboost.cli import main
+    from agentboost.episodes.record import check_episode, read_episodes
+
+    root = Path(__file__).resolve().parents[1]
+    prepare = runpy.run_path(str(root / "examples/tau2/prepare_tau2_data.py"), run_name="prepare")["main"]
+    assert prepare(["--out", str(tmp_path / "data"), "--max-actions", "2", "--limit", "2", "--no-verl"]) == 0
+    run = tmp_path / "run"
+    assert main(["train", str(root / "examples/tau2/smoke.yaml"), f"data.train_file={tmp_path / 'data/train.jsonl'}",
+                 "data.val_file=", "data.tasks_per_step=1", "data.group_size=2", "run.steps=2",
+                 "--run-dir", str(run)]) == 0
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2] and all(math.isfinite(m["loss"]) for m in metrics)
+    eps = [ep for step in (1, 2) for ep in read_episodes(run / "episodes" / f"step_{step:06d}.jsonl")]
+    assert len(eps) == 4
+    for ep in eps:
+        assert ep.status in ("ok", "truncated") and check_episode(ep) == [], ep.error
+        conv = ep.metadata["conversation"]
+        assert conv["user"] == "scripted" and conv["system_prompt"] == "compact"
+        assert ep.messages[0]["content"][0]["text"] == "Hi! How can I help you today?"
+        if ep.status == "ok":  # the scripted user said its one line, then stopped: scored like tau2
+            assert conv["termination"] in ("user_stop", "max_steps", "too_many_errors")
+            assert "training proxy" in ep.reward_metadata["protocol"] and not ep.reward_metadata["official"]
+    assert (run / "checkpoints" / "latest").read_text() == "step_000002"
+
+
+def test_the_tau2_example_scripts_configure_both_backends():
+    """train_tau2_with_strands.sh: the local backend's command and config load; the veRL overrides
+    compose with veRL's config and pass its validation, and the agent-loop entry (with its
+    conversation) loads and fits the row veRL pads to."""
+    import os
+    import subprocess
+
+    import yaml
+
+    from agentboost.trainer.config import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    script = root / "examples/tau2/train_tau2_with_strands.sh"
+
+    def dry(backend):
+        res = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=True, timeout=60,
+                             env={"PATH": os.environ["PATH"], "HOME": "/home/user", "DRY_RUN": "1", "BACKEND": backend})
+        return res.stdout.splitlines()
+
+    local = dry("local")
+    assert local[:3] == ["agentboost", "train", str(root / "examples/tau2/config.yaml")]
+    cfg = load_config(local[2], local[3:], for_training=False)
+    assert cfg.env.conversation.endswith("tau2_conversation:tau2_conversation")
+    assert cfg.env.conversation_options["user"] == "completions" and cfg.env.conversation_options["system_prompt"] == "tau2"
+    pytest.importorskip("verl")
+    from agentboost.integrations.verl_agent_loop import _configured
+    from agentboost.integrations.verl_config import compose_ppo_config, validate_ppo_config
+
+    vcfg = compose_ppo_config(dry("verl"))
+    validate_ppo_config(vcfg)
+    rollout = vcfg.actor_rollout_ref.rollout
+    entries = yaml.safe_load(Path(rollout.agent.agent_loop_config_path).read_text())
+    (entry,) = [e for e in entries if e["name"] == "strands_tau2"]
+    spec, env = _configured(json.dumps(entry["agent"], sort_keys=True), json.dumps(entry["env"], sort_keys=True))
+    assert env.conversation_options["max_steps"] == 200 and env.reward.endswith("tau2_reward")
+    assert spec.max_response_tokens <= rollout.response_length

@@ -9,7 +9,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from ..environments.strands_env import StrandsEnv
+from ..environments.strands_env import ConversationEnded, StrandsEnv
 from ..episodes.record import Episode, Status, ToolCallRecord, build_segments
 from ..sampling.protocol import (
     PromptTooLongError,
@@ -69,6 +69,20 @@ def _causes(e: BaseException):
         e = e.__cause__ or e.__context__
 
 
+async def _converse(agent, conversation, state: dict[str, Any]) -> None:
+    """A multi-turn episode: each user message (from the conversation's user simulator) starts an
+    agent turn; the trainable model appends it as a user turn (loss mask 0) to the same token
+    sequence. Ends when the conversation says so (None), or by a limit raised inside a turn."""
+    message = await conversation.next_user_message(agent)
+    while message is not None:
+        await agent.invoke_async(message, invocation_state=state)
+        message = await conversation.next_user_message(agent)
+
+
+def _conversation_ended(e: BaseException) -> bool:
+    return any(isinstance(c, ConversationEnded) for c in _causes(e))
+
+
 def classify_failure(e: Exception, model: TrainableModel) -> tuple[Status, str]:
     """Strands wraps what fails inside its event loop; look through the chain for the cause."""
     from strands.types.exceptions import MaxTokensReachedException
@@ -104,16 +118,23 @@ async def run_episode(spec: StrandsAgentSpec, task: dict[str, Any], sampler: Sam
     t0 = time.perf_counter()
     agent = None
     tool_outcomes: dict[str, str] = {}
+    conversation = None
     try:
-        prompt = env.first_message(task) if env is not None else task["question"]
+        conversation = env.new_conversation(task, policy=(sampler, renderer.tokenizer)) if env is not None else None
         agent = spec.build(model)
         # tools see the task (e.g. its public tests) and report finer outcomes through this state
         state = {"task": task, "tool_outcomes": tool_outcomes}
-        await asyncio.wait_for(agent.invoke_async(prompt, invocation_state=state), timeout=spec.timeout_s)
+        if conversation is None:
+            prompt = env.first_message(task) if env is not None else task["question"]
+            await asyncio.wait_for(agent.invoke_async(prompt, invocation_state=state), timeout=spec.timeout_s)
+        else:
+            conversation.setup(agent)
+            await asyncio.wait_for(_converse(agent, conversation, state), timeout=spec.timeout_s)
     except asyncio.TimeoutError:
         ep.status, ep.error = Status.TIMEOUT, f"episode exceeded its {spec.timeout_s:g} s limit"
     except Exception as e:  # the user's agent, tools or hooks included: recorded, never lost
-        ep.status, ep.error = classify_failure(e, model)
+        if not _conversation_ended(e):  # a conversation's limit is an ending, not a failure
+            ep.status, ep.error = classify_failure(e, model)
     ep.timings["wall_s"] = time.perf_counter() - t0
     ep.timings["model_s"] = sum(c.latency_s for c in model.calls)
     messages = list(agent.messages) if agent is not None else []
@@ -128,6 +149,8 @@ async def run_episode(spec: StrandsAgentSpec, task: dict[str, Any], sampler: Sam
     if always_extend:
         ep.metadata["forced_extensions"] = dict(model.forced_extensions)
     ep.split_reasons = dict(Counter(c.rerender_reason for c in model.calls if c.rerendered))
+    if conversation is not None:
+        ep.metadata["conversation"] = conversation.record(agent)
     if env is not None:
         t1 = time.perf_counter()
         env.score(task, ep)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..episodes.record import Episode, Status
@@ -16,6 +16,15 @@ class TaskFormatError(InputError):
     pass
 
 
+class ConversationEnded(Exception):
+    """A conversation's limit ended it inside the agent's turn (raised from a hook, before the
+    agent's next model call): an ending, recorded by the conversation, not a failure."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"the conversation ended: {reason}")
+        self.reason = reason
+
+
 @dataclass
 class StrandsEnv:
     reward: str | None = None  # registered name or module:function; None: episodes are not scored
@@ -26,6 +35,11 @@ class StrandsEnv:
     # the score a failed episode (timeout, crashed, error) gets, with the "keep" group policy, so
     # that its GRPO group stays whole (applied by apply_group_policy)
     failed_reward: float = 0.0
+    # a multi-turn conversation per episode (``module:function(task, policy=None, **options)``, e.g.
+    # ``agentboost.environments.tau2_conversation:tau2_conversation``): a user simulator answers
+    # the agent until the conversation ends; None: one prompt, one agent run
+    conversation: str | None = None
+    conversation_options: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> "StrandsEnv":
         if self.reward is not None:
@@ -34,7 +48,24 @@ class StrandsEnv:
             fields = [f for _, f, _, _ in string.Formatter().parse(self.prompt_template) if f]
             if not fields:
                 raise TaskFormatError(f"prompt_template {self.prompt_template!r} names no task field")
+        if self.conversation is not None:
+            self._conversation_factory()
         return self
+
+    def _conversation_factory(self):
+        from ..imports import ImportPathError, import_object
+
+        try:
+            return import_object(self.conversation, "conversation factory")
+        except ImportPathError as e:
+            raise TaskFormatError(str(e)) from None
+
+    def new_conversation(self, task: dict[str, Any], policy: tuple | None = None):
+        """This episode's conversation (None without one); ``policy`` is (sampler, tokenizer) of the
+        episode's policy, for a user simulator that samples from it."""
+        if self.conversation is None:
+            return None
+        return self._conversation_factory()(task, policy=policy, **self.conversation_options)
 
     def first_message(self, task: dict[str, Any]) -> str:
         if self.prompt_template is not None:

@@ -148,8 +148,13 @@ def task_row(task, domain: str, split: str, version: str, digests: dict[str, str
     """One task as plain data: the user scenario, the initial state, the reward basis, gold actions
     and assertions (tau2's field names), the tau2 version and data digests."""
     crit = task.evaluation_criteria.model_dump(mode="json") if task.evaluation_criteria is not None else None
+    instr = task.user_scenario.instructions
+    reason = instr if isinstance(instr, str) else instr.reason_for_call
     return {
         "task_id": f"tau2/{domain}/{task.id}",
+        # the text a single-prompt run starts from (task files need one): the ticket, else the
+        # user's reason for calling; a conversation's first message comes from its user simulator
+        "question": task.ticket or reason,
         "tau2_id": task.id,
         "domain": domain,
         "split": split,
@@ -316,7 +321,12 @@ def _context_tool(name: str, method, call):
     run.__doc__ = method.__doc__
     run.__signature__ = sig.replace(parameters=params)
     run.__annotations__ = {**hints, "tool_context": ToolContext}
-    return tool(context=True)(run)
+    t = tool(context=True)(run)
+    # tau2 validates the arguments itself and answers a call that does not fit the signature with an
+    # ``Error: ...`` result the model sees (and a replay reproduces); Strands' own validation would
+    # answer with its own text instead. The schema the model is shown stays the signature's.
+    t._metadata.validate_input = lambda tool_input: {}
+    return t
 
 
 # agent -> its episode's session; weak, so a finished episode's environment goes with its agent

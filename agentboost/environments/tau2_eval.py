@@ -165,11 +165,21 @@ def trajectory_from_strands(messages: list[dict]) -> list[dict]:
 
 def tau2_reward(task: dict, episode) -> RewardResult:
     """A reward function (``--reward agentboost.environments.tau2_eval:tau2_reward``) for an episode
-    that ran to its end on a tau2 row: scored as an agent stop (a single-turn, ticket-style run)."""
-
-    s = score(task, trajectory_from_strands(episode.messages), "agent_stop")
-    return RewardResult(s.reward, {k.lower(): v for k, v in s.breakdown.items()} or {"outcome": s.reward},
-                        {"metric": s.metric, "official": s.official, "termination": "agent_stop",
-                         # tau2's protocol has a user simulator (solo mode only in telecom): a run
-                         # without one is a training proxy, whatever its basis
-                         "protocol": "ticket (no user simulator): a training proxy"})
+    that ran to its end on a tau2 row. A conversation (``tau2_conversation``) gives its termination;
+    a single-prompt, ticket-style run is scored as an agent stop."""
+    conv = episode.metadata.get("conversation") or {}
+    termination = conv.get("termination", "agent_stop")
+    s = score(task, trajectory_from_strands(episode.messages), termination)
+    meta = {"metric": s.metric, "official": s.official, "termination": termination}
+    if not conv:
+        # tau2's protocol has a user simulator (solo mode only in telecom): a run without one is a
+        # training proxy, whatever its basis
+        meta["protocol"] = "ticket (no user simulator): a training proxy"
+    else:
+        meta["user_signal"] = conv.get("user_signal")
+        meta["tool_errors"] = conv.get("tool_errors")
+        meta["protocol"] = (f"conversation, {conv['user']} user" + ("" if conv.get("user_official") else
+                            ": a training proxy") + ("" if conv.get("official_prompt") else
+                            ", non-official system prompt"))
+        meta["official"] = s.official and bool(conv.get("user_official")) and bool(conv.get("official_prompt"))
+    return RewardResult(s.reward, {k.lower(): v for k, v in s.breakdown.items()} or {"outcome": s.reward}, meta)

@@ -62,6 +62,14 @@ class RewardConfig:
 
 
 @dataclass
+class EnvConfig:
+    # a multi-turn conversation per episode, e.g. agentboost.environments.tau2_conversation:tau2_conversation
+    # (a user simulator answers the agent); "": one prompt per episode
+    conversation: str = ""
+    conversation_options: dict[str, Any] = field(default_factory=dict)  # the factory's keyword arguments
+
+
+@dataclass
 class SamplingConfig:
     temperature: float = 1.0
     top_p: float = 1.0
@@ -140,6 +148,7 @@ class TrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
@@ -203,6 +212,10 @@ def _coerce(value: Any, hint: Any, key: str, where: str) -> Any:
         if isinstance(value, str):
             return value
         raise ConfigError(f"{where}: {key} must be text, got {value!r}")
+    if origin is dict:
+        if isinstance(value, dict):
+            return value
+        raise ConfigError(f"{where}: {key} must be a mapping, got {value!r}")
     return value
 
 
@@ -234,6 +247,8 @@ def _apply(obj: Any, data: dict[str, Any], prefix: str, where: str) -> None:
         hint = hints[key]
         if dataclasses.is_dataclass(hint):
             _apply(getattr(obj, key), value, full + ".", where)
+        elif typing.get_origin(hint) is dict:  # a mapping's keys are merged (key.sub=value overrides one)
+            setattr(obj, key, {**getattr(obj, key), **_coerce(value, hint, full, where)})
         else:
             setattr(obj, key, _coerce(value, hint, full, where))
 

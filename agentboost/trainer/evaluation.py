@@ -134,7 +134,9 @@ def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, see
                              system_prompt=cfg.agent.system_prompt if cfg.agent.system_prompt is not None else DEFAULT_SYSTEM_PROMPT,
                              max_model_calls=cfg.agent.max_model_calls, max_response_tokens=cfg.agent.max_response_tokens,
                              timeout_s=cfg.agent.timeout_s, agent_type=cfg.agent.agent_type)
-    env = StrandsEnv(reward=cfg.reward.name, failed_reward=cfg.reward.failed_reward)
+    env = StrandsEnv(reward=cfg.reward.name, failed_reward=cfg.reward.failed_reward,
+                         conversation=cfg.env.conversation or None,
+                         conversation_options=dict(cfg.env.conversation_options))
     v = cfg.validation
     # the same seed for both policies: common random numbers, so the difference is the models'
     sampling = SamplingParams(temperature=v.temperature, top_p=v.top_p, max_new_tokens=v.max_new_tokens, seed=seed)

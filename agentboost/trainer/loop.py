@@ -190,7 +190,9 @@ class Trainer:
                             system_prompt=cfg.agent.system_prompt if cfg.agent.system_prompt is not None else DEFAULT_SYSTEM_PROMPT,
                             max_model_calls=cfg.agent.max_model_calls, max_response_tokens=cfg.agent.max_response_tokens,
                             timeout_s=cfg.agent.timeout_s, agent_type=cfg.agent.agent_type)
-        env = StrandsEnv(reward=cfg.reward.name, failed_reward=cfg.reward.failed_reward)
+        env = StrandsEnv(reward=cfg.reward.name, failed_reward=cfg.reward.failed_reward,
+                         conversation=cfg.env.conversation or None,
+                         conversation_options=dict(cfg.env.conversation_options))
         train_sampling = SamplingParams(temperature=cfg.sampling.temperature, top_p=cfg.sampling.top_p,
                                         max_new_tokens=cfg.sampling.max_new_tokens)
         v = cfg.validation
