@@ -87,7 +87,7 @@ def _import_tau2_evaluator():
             del sys.modules[n]
 
 
-def _tau2_reward(row, msgs, termination):
+def _tau2_reward(row, msgs, termination, solo=False):
     """tau2's own evaluate_simulation on the same trajectory (NL_ASSERTION dropped from the basis,
     as agentboost's evaluator does without a judge)."""
     _import_tau2_evaluator()
@@ -111,7 +111,7 @@ def _tau2_reward(row, msgs, termination):
         out.append(cls(role=m["role"], content=m.get("content"), tool_calls=calls))
     sim = SimulationRun(id="x", task_id=task.id, start_time="", end_time="", duration=0.0,
                         termination_reason=TerminationReason(termination), messages=out)
-    return evaluate_simulation(sim, task, EvaluationType.ALL, solo_mode=False, domain=row["domain"]).reward
+    return evaluate_simulation(sim, task, EvaluationType.ALL, solo_mode=solo, domain=row["domain"]).reward
 
 
 @pytest.mark.parametrize("domain", td.DOMAINS)
@@ -615,3 +615,40 @@ def test_the_tau2_example_scripts_configure_both_backends():
     spec, env = _configured(json.dumps(entry["agent"], sort_keys=True), json.dumps(entry["env"], sort_keys=True))
     assert env.conversation_options["max_steps"] == 200 and env.reward.endswith("tau2_reward")
     assert spec.max_response_tokens <= rollout.response_length
+
+
+@pytest.mark.parametrize("ending", ["done", "text"])
+def test_telecom_solo_mode(qwen3_tokenizer, ending):
+    """tau2's solo mode: no user, the ticket in tau2's solo system prompt, the user's tools in the
+    agent's hands, ``done`` as the agent's stop (scored like tau2 in solo mode); answering in text
+    instead is an agent error (0)."""
+    from agentboost.agents.chat_rendering import ChatRenderer
+    from agentboost.agents.episode_runner import run_episode
+    from agentboost.agents.strands_agent import StrandsAgentSpec
+    from agentboost.environments.tau2_eval import solo_stop, trajectory_from_strands
+    from agentboost.episodes.record import check_episode
+    from agentboost.sampling.protocol import SamplingParams
+    from agentboost.sampling.scripted import ScriptedSampler
+
+    row = next(r for r in _rows("telecom") if 2 <= len(_gold_calls(r)) <= 5)
+    assert {a.get("requestor") for a in _gold_calls(row)} == {"user"}  # the user's actions, done by the agent
+    script = [_call_text(a["name"], a["arguments"]) for a in _gold_calls(row)]
+    script.append(_call_text("done", {}) if ending == "done" else "I have fixed your phone.")
+    spec = StrandsAgentSpec(tools=["agentboost.tools.tau2_telecom"], system_prompt=None, max_model_calls=20,
+                            max_response_tokens=4000)
+    env = _conversation_env(solo=True)
+    ep = asyncio.run(run_episode(spec, row, ScriptedSampler(script, qwen3_tokenizer), ChatRenderer(qwen3_tokenizer),
+                                 SamplingParams(temperature=1.0, max_new_tokens=400), env=env))
+    assert ep.status.value == "ok" and check_episode(ep) == [] and len(ep.segments) == 1, ep.error
+    conv = ep.metadata["conversation"]
+    assert conv["solo"] and conv["user_turns"] == 0
+    prompt = qwen3_tokenizer.decode(ep.calls[0].prompt_ids)
+    assert "<ticket>" in prompt and row["ticket"][:80] in prompt and '"name": "done"' in prompt
+    traj = solo_stop(trajectory_from_strands(ep.messages))
+    if ending == "done":
+        assert conv["termination"] == "agent_stop" and traj[-1] == {"role": "assistant", "content": "###STOP###"}
+        assert ep.reward == 1.0 == _tau2_reward(row, traj, "agent_stop", solo=True)
+        assert ep.reward_metadata["official"] and ep.reward_metadata["protocol"] == "solo mode (tau2's, no user)"
+    else:
+        assert conv["termination"] == "agent_error" and ep.reward == 0.0
+        assert _tau2_reward(row, traj, "agent_error", solo=True) == 0.0

@@ -72,10 +72,12 @@ def _causes(e: BaseException):
 async def _converse(agent, conversation, state: dict[str, Any]) -> None:
     """A multi-turn episode: each user message (from the conversation's user simulator) starts an
     agent turn; the trainable model appends it as a user turn (loss mask 0) to the same token
-    sequence. Ends when the conversation says so (None), or by a limit raised inside a turn."""
+    sequence; "" lets the agent go on without one. Ends when the conversation says so (None), or by
+    a limit raised inside a turn."""
     message = await conversation.next_user_message(agent)
     while message is not None:
-        await agent.invoke_async(message, invocation_state=state)
+        # "" : no new message, the agent goes on from what it has (e.g. a solo run's first turn)
+        await agent.invoke_async(message or None, invocation_state=state)
         message = await conversation.next_user_message(agent)
 
 

@@ -79,6 +79,28 @@ def system_prompt(domain: str, style: str = "tau2", compact_chars: int = 1200) -
     return tau2_text("agent/llm_agent.py", "SYSTEM_PROMPT").format(agent_instruction=instruction, domain_policy=policy)
 
 
+STOP_TOKEN = "###STOP###"
+
+
+def solo_system_prompt(row: dict, style: str = "tau2", compact_chars: int = 1200) -> str:
+    """tau2's solo-mode system prompt (its solo instruction, the policy, the task's ticket); ``compact``
+    abridges the policy as ``system_prompt`` does (not tau2's)."""
+    instruction = tau2_text("agent/llm_agent.py", "AGENT_SOLO_INSTRUCTION").format(
+        stop_function_name="done", stop_token=STOP_TOKEN)
+    if style == "compact":
+        policy = system_prompt(row["domain"], "compact", compact_chars).split("Policy:\n", 1)[1]
+        return f"{instruction}\n\nPolicy:\n{policy}\n\nTicket:\n{row['ticket']}"
+    if style != "tau2":
+        raise Tau2Error(f"unknown system prompt style {style!r}; expected one of {', '.join(SYSTEM_PROMPTS)}")
+    return tau2_text("agent/llm_agent.py", "SYSTEM_PROMPT_SOLO").format(
+        agent_instruction=instruction, domain_policy=domain_policy(row["domain"]), ticket=row["ticket"])
+
+
+def _called_done(messages: list[dict]) -> bool:
+    last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
+    return last is not None and any(b.get("toolUse", {}).get("name") == "done" for b in last.get("content") or [])
+
+
 @dataclass
 class Tau2Conversation:
     row: dict
@@ -88,6 +110,9 @@ class Tau2Conversation:
     system_prompt: str = "tau2"  # "tau2", "compact" (non-official) or "agent" (the agent spec's own)
     compact_chars: int = 1200
     user_options: dict | None = None
+    # tau2's solo mode (telecom's official one): no user; the agent gets the ticket, the user's tools
+    # too and a ``done`` tool that ends the episode (agent_stop); answering in text is an agent_error
+    solo: bool = False
     policy: tuple | None = None  # (sampler, tokenizer) of the episode's policy, for a user on the policy
 
     def __post_init__(self):
@@ -96,8 +121,14 @@ class Tau2Conversation:
         if (self.row.get("initial_state") or {}).get("message_history"):
             raise Tau2Error(f"task {self.row.get('task_id')}: tasks that start with a message history are not "
                             "supported by the conversation driver yet")
-        self.simulator = make_user(self.user, self.row, policy=self.policy, **(self.user_options or {}))
-        self.session = Tau2Session(self.row)
+        if self.solo:
+            if not self.row.get("ticket"):
+                raise Tau2Error(f"task {self.row.get('task_id')}: solo mode needs a task with a ticket "
+                                "(tau2's telecom tasks have one)")
+            self.user, self.simulator = "none (solo)", None
+        else:
+            self.simulator = make_user(self.user, self.row, policy=self.policy, **(self.user_options or {}))
+        self.session = Tau2Session(self.row, solo_mode=self.solo)
         self.termination: str | None = None
         self.user_signal: str | None = None
         self._n_initial = 0
@@ -112,14 +143,33 @@ class Tau2Conversation:
 
         agent.tool_executor = SequentialToolExecutor()
         if self.system_prompt != "agent":
-            agent.system_prompt = system_prompt(self.row["domain"], self.system_prompt, self.compact_chars)
-        agent.messages.append({"role": "assistant", "content": [{"text": greeting()}]})
+            agent.system_prompt = (solo_system_prompt(self.row, self.system_prompt, self.compact_chars) if self.solo
+                                   else system_prompt(self.row["domain"], self.system_prompt, self.compact_chars))
+        if self.solo:
+            have = set(agent.tool_names)
+            extra = [t for t in self.session.strands_tools("assistant", kit="user") if t.tool_name not in have]
+            agent.tool_registry.process_tools(extra + [self._done_tool()])
+        else:
+            agent.messages.append({"role": "assistant", "content": [{"text": greeting()}]})
         self._n_initial = len(agent.messages)
         _AGENT_SESSIONS[agent] = self.session  # the domain tools act on this session's environment
         agent.hooks.add_callback(BeforeModelCallEvent, self._before_model_call)
         agent.hooks.add_callback(BeforeToolCallEvent, self._before_tool_call)
 
+    def _done_tool(self):
+        from strands.tools.tools import PythonAgentTool
+
+        def done(tool_use, **_):
+            return {"toolUseId": tool_use["toolUseId"], "status": "success", "content": [{"text": STOP_TOKEN}]}
+
+        spec = {"name": "done", "description": "Call this function when you are done with the task.",
+                "inputSchema": {"json": {"type": "object", "properties": {}, "required": []}}}
+        return PythonAgentTool("done", spec, done)
+
     def _before_model_call(self, event) -> None:
+        if self.solo and _called_done(event.agent.messages):
+            self.termination = "agent_stop"  # tau2: a message calling ``done`` is the agent's stop
+            raise ConversationEnded("agent_stop")
         # the step before was a user message or the results of tool calls: tau2 checks its limits here
         reason = self._limit(self.steps(event.agent), event.agent)
         if reason is not None:
@@ -178,6 +228,13 @@ class Tau2Conversation:
         (a final stop message is added to the agent's messages for the record, never sampled on)."""
         if self.termination is not None:
             return None
+        if self.solo:
+            if not any(m["role"] == "assistant" for m in agent.messages):
+                return ""  # the agent starts from its system prompt (the ticket) alone
+            # the agent answered in text: only a stop token ends a solo run well (tau2)
+            last = "".join(b.get("text", "") for b in agent.messages[-1].get("content") or [])
+            self.termination = "agent_stop" if STOP_TOKEN in last else "agent_error"
+            return None
         steps = self.steps(agent)
         reason = self._limit(steps, agent)
         if reason is not None:
@@ -201,7 +258,7 @@ class Tau2Conversation:
 
     def record(self, agent) -> dict[str, Any]:
         return {
-            "kind": "tau2", "user": self.user, "user_official": self.simulator.official,
+            "kind": "tau2", "user": self.user, "solo": self.solo, "user_official": self.solo or self.simulator.official,
             "system_prompt": self.system_prompt, "official_prompt": self.system_prompt == "tau2",
             "termination": self.termination or "agent_error", "user_signal": self.user_signal,
             "steps": self.steps(agent) if agent is not None else 0,
@@ -213,7 +270,7 @@ class Tau2Conversation:
 def tau2_conversation(task: dict, policy: tuple | None = None, **options: Any) -> Tau2Conversation:
     """The conversation factory for ``StrandsEnv(conversation="agentboost.environments.tau2_conversation:
     tau2_conversation", conversation_options={...})``: options are ``Tau2Conversation``'s fields
-    (``user``, ``max_steps``, ``max_errors``, ``system_prompt``, ``compact_chars``, ``user_options``)."""
+    (``user``, ``max_steps``, ``max_errors``, ``system_prompt``, ``compact_chars``, ``user_options``, ``solo``)."""
     known = set(Tau2Conversation.__dataclass_fields__) - {"row", "policy"}
     bad = sorted(set(options) - known)
     if bad:

@@ -289,10 +289,12 @@ class Tau2Session:
                               "error": error})
         return content
 
-    def strands_tools(self, requestor: str = "assistant") -> list:
+    def strands_tools(self, requestor: str = "assistant", kit: str | None = None) -> list:
         """The domain's tools (the user's in telecom with ``requestor="user"``) as Strands tools with
-        the toolkit methods' real signatures and docstrings, acting on this session's environment."""
-        kit = self.env.tools if requestor == "assistant" else self.env.user_tools
+        the toolkit methods' real signatures and docstrings, acting on this session's environment.
+        ``kit="user"`` with the assistant as requestor: the user's tools in the agent's hands
+        (tau2's solo mode)."""
+        kit = self.env.tools if (kit or requestor) == "assistant" else self.env.user_tools
         if kit is None:
             return []
         return [_context_tool(name, getattr(kit, name),

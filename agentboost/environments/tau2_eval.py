@@ -163,13 +163,32 @@ def trajectory_from_strands(messages: list[dict]) -> list[dict]:
     return out
 
 
+def solo_stop(messages: list[dict]) -> list[dict]:
+    """A solo run's trajectory as tau2 records it: an assistant message calling ``done`` becomes the
+    stop message ``###STOP###`` (its tool call and result removed)."""
+    out, drop = [], set()
+    for m in messages:
+        calls = m.get("tool_calls") or []
+        if m["role"] == "assistant" and any(c["name"] == "done" for c in calls):
+            drop |= {c["id"] for c in calls}
+            out.append({"role": "assistant", "content": "###STOP###"})
+        elif m["role"] == "tool" and m["id"] in drop:
+            continue
+        else:
+            out.append(m)
+    return out
+
+
 def tau2_reward(task: dict, episode) -> RewardResult:
     """A reward function (``--reward agentboost.environments.tau2_eval:tau2_reward``) for an episode
     that ran to its end on a tau2 row. A conversation (``tau2_conversation``) gives its termination;
     a single-prompt, ticket-style run is scored as an agent stop."""
     conv = episode.metadata.get("conversation") or {}
     termination = conv.get("termination", "agent_stop")
-    s = score(task, trajectory_from_strands(episode.messages), termination)
+    traj = trajectory_from_strands(episode.messages)
+    if conv.get("solo"):
+        traj = solo_stop(traj)
+    s = score(task, traj, termination, solo_mode=bool(conv.get("solo")))
     meta = {"metric": s.metric, "official": s.official, "termination": termination}
     if not conv:
         # tau2's protocol has a user simulator (solo mode only in telecom): a run without one is a
@@ -178,7 +197,8 @@ def tau2_reward(task: dict, episode) -> RewardResult:
     else:
         meta["user_signal"] = conv.get("user_signal")
         meta["tool_errors"] = conv.get("tool_errors")
-        meta["protocol"] = (f"conversation, {conv['user']} user" + ("" if conv.get("user_official") else
+        meta["protocol"] = (("solo mode (tau2's, no user)" if conv.get("solo") else f"conversation, {conv['user']} user")
+                            + ("" if conv.get("user_official") else
                             ": a training proxy") + ("" if conv.get("official_prompt") else
                             ", non-official system prompt"))
         meta["official"] = s.official and bool(conv.get("user_official")) and bool(conv.get("official_prompt"))
