@@ -47,6 +47,15 @@ LOOPS_YAML = """
   agent: {tools: ["agentboost.tools.calculator:calculator"], timeout_s: 30}
   env: {reward: "test_verl_agent_loop:slow_reward", failed_reward: -1.0}
   score_timeout_s: 0.5
+- name: strands_tau2
+  _target_: agentboost.integrations.verl_agent_loop.StrandsAgentLoop
+  agent: {tools: ["agentboost.tools.tau2_airline:get_reservation_details"], system_prompt: null, max_model_calls: 6,
+          timeout_s: 60, agent_type: tau2}
+  env:
+    reward: agentboost.environments.tau2_eval:tau2_reward
+    failed_reward: -1.0
+    conversation: agentboost.environments.tau2_conversation:tau2_conversation
+    conversation_options: {user: scripted, user_options: {turns: 2}, system_prompt: compact, compact_chars: 300}
 """
 
 
@@ -74,6 +83,8 @@ def script_for(tok):
     """Turns chosen by what the prompt holds, so episodes can interleave in one worker."""
     def turn(prompt_ids, index):
         text = tok.decode(prompt_ids)
+        if "(The policy is abridged.)" in text:  # a tau2 conversation: answer each user turn in text
+            return f"Reply {text.count('<|im_start|>user')}."
         if "BROKEN" in text:
             return ScriptedTurn(error="the server is down")
         if "SLOW" in text:
@@ -217,6 +228,29 @@ def test_multi_turn_tool_episodes_are_one_row_each_with_the_sampled_tokens_and_r
         # rm_scores: the reward on the last response token, zero elsewhere
         assert row["rm"][row["n_resp"] - 1] == row["agentboost_reward"] and sum(row["rm"]) == row["agentboost_reward"]
         assert row["agentboost_forced_extensions"] == 0  # SmolLM2's template never re-renders here
+
+
+def test_a_tau2_conversation_is_one_row_with_the_user_turns_under_mask_0(scripted_worker):
+    """The agent loop runs the environment's conversation (tau2, scripted user saying two lines):
+    one row, the user's turns in it under mask 0, the model's replies under mask 1, scored by the
+    conversation's ending."""
+    pytest.importorskip("tau2.domains.airline.environment")
+    from agentboost.environments import tau2_domain as td
+
+    worker, client, tok = scripted_worker
+    client.requests.clear()
+    row = next(r for r in td.task_rows("airline", "base") if not r["evaluation_criteria"]["actions"])
+    (out,) = unpack(asyncio.run(worker.generate_sequences(batch([dict(row, agent="strands_tau2")]))))
+    assert out["agentboost_status"] == "ok", out.get("agentboost_error")
+    reqs = sampled_by_request(client)[out["agentboost_episode_id"]]
+    assert len(reqs) == 2  # two user lines, two replies; then the user's stop ends it
+    assert [t for t, m in zip(out["response"], out["mask"]) if m] == [t for r in reqs for t in r["token_ids"]]
+    user_part = tok.decode([t for t, m in zip(out["response"], out["mask"]) if not m])
+    known = row["user_scenario"]["instructions"]["known_info"].strip()
+    assert known[:40] in user_part and "Reply" not in user_part
+    assert "Hi! How can I help you today?" in tok.decode(out["prompt"])
+    # the task needs no action and nothing to say: a user stop scores 1, as tau2 scores it
+    assert out["agentboost_reward"] == 1.0
 
 
 def test_training_uses_the_rollout_parameters_and_validation_its_val_kwargs(scripted_worker):

@@ -106,12 +106,13 @@ def classify_failure(e: Exception, model: TrainableModel) -> tuple[Status, str]:
 async def run_episode(spec: StrandsAgentSpec, task: dict[str, Any], sampler: Sampler, renderer: ChatRenderer,
                       sampling: SamplingParams, env: StrandsEnv | None = None, group_id: str | None = None,
                       episode_id: str | None = None, always_extend: bool = False,
-                      sequence_budget: tuple[int, int] | None = None) -> Episode:
+                      sequence_budget: tuple[int, int] | None = None, score: bool = True) -> Episode:
     """Run the agent on one task and score it with ``env`` (failed episodes are left unscored:
     the group policy gives them the failed reward). Never raises for what goes wrong inside the
     episode: the status and error say what happened, and the calls made so far are kept.
     ``always_extend`` and ``sequence_budget`` are the trainable model's (one sequence per episode,
-    bounded as a padded row; the veRL agent loop uses them)."""
+    bounded as a padded row; the veRL agent loop uses them). ``score=False``: ``env`` gives the first
+    message or the conversation, and the caller scores (the veRL agent loop, off its event loop)."""
     model = TrainableModel(sampler, renderer, sampling, tool_parser=spec.tool_parser,
                            max_model_calls=spec.max_model_calls, max_response_tokens=spec.max_response_tokens,
                            always_extend=always_extend, sequence_budget=sequence_budget)
@@ -153,7 +154,7 @@ async def run_episode(spec: StrandsAgentSpec, task: dict[str, Any], sampler: Sam
     ep.split_reasons = dict(Counter(c.rerender_reason for c in model.calls if c.rerendered))
     if conversation is not None:
         ep.metadata["conversation"] = conversation.record(agent)
-    if env is not None:
+    if env is not None and score:
         t1 = time.perf_counter()
         env.score(task, ep)
         ep.timings["reward_s"] = time.perf_counter() - t1

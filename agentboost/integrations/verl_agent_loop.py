@@ -191,9 +191,11 @@ class StrandsAgentLoop(AgentLoopBase):
             # run_episode enforces the agent's timeout_s; this outer guard catches what hangs
             # outside the agent (e.g. a tool thread that never yields back)
             ep = await asyncio.wait_for(
-                run_episode(self.spec, task, sampler, self.renderer, sampling, env=None, group_id=group_id,
+                # the environment gives the first message (or the conversation, e.g. tau2's user
+                # simulator); the reward is applied below, off the event loop
+                run_episode(self.spec, task, sampler, self.renderer, sampling, env=self.env, group_id=group_id,
                             episode_id=episode_id, always_extend=True,
-                            sequence_budget=(self.prompt_length, self.response_length)),
+                            sequence_budget=(self.prompt_length, self.response_length), score=False),
                 timeout=self.spec.timeout_s + 30.0)
         except TimeoutError:
             ep = Episode(episode_id=episode_id, task_id=task["task_id"], group_id=group_id, status=Status.TIMEOUT,
