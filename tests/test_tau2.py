@@ -652,3 +652,21 @@ def test_telecom_solo_mode(qwen3_tokenizer, ending):
     else:
         assert conv["termination"] == "agent_error" and ep.reward == 0.0
         assert _tau2_reward(row, traj, "agent_error", solo=True) == 0.0
+
+
+def test_stats_command_prints_tau2_metrics(tmp_path, capsys):
+    from agentboost.cli import main
+    from agentboost.episodes.record import Episode, EpisodeWriter
+
+    rows = _rows("airline", "test")[:2]
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    w = EpisodeWriter(tmp_path / "eps.jsonl")
+    for i, (row, reward) in enumerate([(rows[0], 1.0), (rows[0], 0.0), (rows[1], 1.0), (rows[1], 1.0)]):
+        w.write(Episode(episode_id=f"e{i}", task_id=row["task_id"], group_id=row["task_id"], reward=reward,
+                        metadata={"conversation": {"termination": "user_stop", "user_signal": "stop", "tool_errors": i}}))
+    w.close()
+    assert main(["stats", str(tmp_path / "eps.jsonl"), "--tasks", str(tmp_path / "tasks.jsonl")]) == 0
+    out = capsys.readouterr().out
+    null = __import__("agentboost.environments.tau2_metrics", fromlist=["x"]).null_baseline(rows)
+    assert "pass^1" in out and "0.750" in out and "pass^2" in out and "0.500" in out  # (1/2 + 1)/2, (0 + 1)/2
+    assert f"{sum(null.values()) / 2:.3f}" in out and "termination: user_stop" in out and "1.50" in out

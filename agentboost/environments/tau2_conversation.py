@@ -168,8 +168,10 @@ class Tau2Conversation:
 
     def _before_model_call(self, event) -> None:
         if self.solo and _called_done(event.agent.messages):
-            self.termination = "agent_stop"  # tau2: a message calling ``done`` is the agent's stop
-            raise ConversationEnded("agent_stop")
+            # tau2: a message calling ``done`` is the agent's stop (its limits still checked after it;
+            # the ``done`` result Strands added is no step of tau2's)
+            self.termination = self._limit(self.steps(event.agent) - 1, event.agent) or "agent_stop"
+            raise ConversationEnded(self.termination)
         # the step before was a user message or the results of tool calls: tau2 checks its limits here
         reason = self._limit(self.steps(event.agent), event.agent)
         if reason is not None:
