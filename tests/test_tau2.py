@@ -670,3 +670,25 @@ def test_stats_command_prints_tau2_metrics(tmp_path, capsys):
     null = __import__("agentboost.environments.tau2_metrics", fromlist=["x"]).null_baseline(rows)
     assert "pass^1" in out and "0.750" in out and "pass^2" in out and "0.500" in out  # (1/2 + 1)/2, (0 + 1)/2
     assert f"{sum(null.values()) / 2:.3f}" in out and "termination: user_stop" in out and "1.50" in out
+
+
+def test_completions_user_over_http_with_its_own_tokenizer(smollm2_engine, smollm2_path):
+    """The completions user against a real /v1/completions server (agentboost's, SmolLM2 as the
+    user model, prompt as token ids): tau2's user prompt rendered with SmolLM2's own chat template,
+    a text reply back."""
+    from agentboost.environments.tau2_users import CompletionsUser, UserView
+    from agentboost.sampling.completions_server import CompletionsServer
+
+    srv = CompletionsServer(smollm2_engine)
+    url = srv.start_in_thread()
+    try:
+        user = CompletionsUser(_pool_row(), url=url, tokenizer=str(smollm2_path), max_new_tokens=8)
+        view = UserView([{"role": "assistant", "content": "Hi! How can I help you today?"}])
+        ids = user.prompt_ids(view)
+        text = user.tokenizer.decode(ids)
+        assert text.startswith("<|im_start|>system\n") and "# User Simulation Guidelines" in text
+        assert text.endswith("<|im_start|>user\nHi! How can I help you today?<|im_end|>\n<|im_start|>assistant\n")
+        reply = asyncio.run(user.reply(view))
+        assert isinstance(reply, str) and reply.strip()
+    finally:
+        srv.stop_thread()

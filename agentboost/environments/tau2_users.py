@@ -123,6 +123,21 @@ def user_system_prompt(row: dict) -> str:
     return template.format(global_user_sim_guidelines=guidelines, instructions=str(task_from_row(row).user_scenario))
 
 
+@lru_cache(maxsize=None)
+def _tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+@lru_cache(maxsize=None)
+def _http_sampler(url: str, model: str | None):
+    # one client per server and process: its HTTP sessions (one per event loop) outlive episodes
+    from ..sampling.http_sampler import HttpSampler
+
+    return HttpSampler(url, model=model)
+
+
 class CompletionsUser:
     """An LLM user with tau2's guidelines, sampled from a /v1/completions endpoint (prompt as token
     ids) or from the policy's own sampler."""
@@ -138,13 +153,9 @@ class CompletionsUser:
         if tokenizer is None:
             raise Tau2Error("the completions user simulator needs tokenizer (a path with a chat template)")
         if isinstance(tokenizer, str):
-            from transformers import AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+            tokenizer = _tokenizer(tokenizer)
         if sampler is None:
-            from ..sampling.http_sampler import HttpSampler
-
-            sampler = HttpSampler(url, model=model)
+            sampler = _http_sampler(url, model)
         self.sampler, self.tokenizer = sampler, tokenizer
         self.system = user_system_prompt(row)
         stop = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
