@@ -76,7 +76,7 @@ def test_sft_raises_the_demonstrations_likelihood_and_grpo_runs_from_it(demos):
     from agentboost.trainer.sft import load_sft_rows, nll
 
     out = demos / "sft"
-    r = cli("sft", str(demos / "demos.jsonl"), "--out", str(out), "--epochs", "3", "--lr", "5e-4")
+    r = cli("sft", str(demos / "demos.jsonl"), "--out", str(out), "--lr", "1e-3", "--batch-rows", "4")
     assert r.returncode == 0, r.stderr[-3000:]
     rows = load_sft_rows([demos / "demos.jsonl"])
     assert len(rows) == 12  # one segment each: the tool call and the answer extend one sequence

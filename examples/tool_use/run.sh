@@ -24,7 +24,7 @@ head -n "$DEMOS" "$HERE/data/train.jsonl" > "$OUT/demo_tasks.jsonl"
   --system-prompt "$PROMPT" --max-model-calls 3 --max-new-tokens 64 --slots 16
 
 stamp "2/4 supervised warm start on the demonstrations (LoRA, merged)"
-"$AB" sft "$OUT/demos.jsonl" --out "$OUT/sft" --epochs 1 --lr 2e-4 --seed "$SEED" --overwrite
+"$AB" sft "$OUT/demos.jsonl" --out "$OUT/sft" --epochs 1 --lr 1e-3 --batch-rows 8 --seed "$SEED" --overwrite
 
 stamp "3/4 the warm start against the base model on the held-out tasks"
 "$AB" eval --model "$OUT/sft" --baseline smollm2-135m-instruct --config "$HERE/config.yaml" \
