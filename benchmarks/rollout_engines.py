@@ -58,7 +58,8 @@ def run_level(url: str, policy_file: str | None, model_dir: str, tasks: list[dic
     return {"in_flight": in_flight, "episodes": len(eps), "wall_s": wall, "tok_s": tokens / wall,
             "episodes_s": len(eps) / wall, "p50_s": pct(lat, 50), "p90_s": pct(lat, 90),
             "timeouts": sum(1 for ep in eps if ep.status == "timeout"),
-            "not_ok": sum(1 for ep in eps if ep.status not in ("ok", "truncated")), "tokens": tokens}
+            "not_ok": sum(1 for ep in eps if ep.status not in ("ok", "truncated")), "tokens": tokens,
+            "calls_per_episode": sum(len(ep.calls) for ep in eps) / max(1, len(eps))}
 
 
 def main() -> None:
@@ -101,6 +102,8 @@ def main() -> None:
         try:
             results[engine] = []
             for n in levels:
+                if engine == "hf-fifo" and n <= args.max_batch:
+                    continue  # nothing queues there: the same schedule as hf
                 before = server.engine.stats.continuations if policy_file is None else 0
                 r = run_level(server.url, policy_file, model_dir, tasks, n, args.timeout)
                 r["engine_start_s"] = start_s
@@ -109,16 +112,20 @@ def main() -> None:
                 results[engine].append(r)
                 print(f"{engine} {n:4d} in flight: {r['tok_s']:7.1f} tok/s  {r['episodes_s']:5.2f} episodes/s  "
                       f"p50 {r['p50_s']:6.1f} s  p90 {r['p90_s']:6.1f} s  timeouts {r['timeouts']}/{r['episodes']}  "
-                      f"wall {r['wall_s']:.0f} s" + (f"  later turns recognised {r['continuations']}"
+                      f"wall {r['wall_s']:.0f} s  calls/episode {r['calls_per_episode']:.2f}" + (f"  later turns recognised {r['continuations']}"
                                                      if "continuations" in r else ""), flush=True)
         finally:
             server.close()
     for base in ("hf", "hf-fifo", "hf-uncapped"):
         if base in results and "vllm" in results:
             print(f"\nratio vllm/{base} (same run):")
-            for h, v in zip(results[base], results["vllm"]):
-                print(f"  {h['in_flight']:4d} in flight: tok/s x{v['tok_s'] / h['tok_s']:.2f}  "
-                      f"episodes/s x{v['episodes_s'] / h['episodes_s']:.2f}  "
+            vllm = {v["in_flight"]: v for v in results["vllm"]}
+            for h in results[base]:
+                if h["in_flight"] not in vllm:
+                    continue
+                v = vllm[h["in_flight"]]
+                print(f"  {h['in_flight']:4d} in flight: tok/s x{v['tok_s'] / max(h['tok_s'], 1e-9):.2f}  "
+                      f"episodes/s x{v['episodes_s'] / max(h['episodes_s'], 1e-9):.2f}  "
                       f"timeouts {base} {h['timeouts']} vllm {v['timeouts']}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     if args.out:
