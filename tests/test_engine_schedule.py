@@ -5,6 +5,7 @@ second (arrival order), which under a slow engine made all of them time out toge
 import threading
 
 import pytest
+import torch
 
 from agentboost.sampling.local_engine import LocalEngine
 from agentboost.sampling.protocol import SamplingParams
@@ -50,12 +51,17 @@ def test_started_episodes_finish_first(smollm2_engine, schedule):
     prompts = [tok.apply_chat_template([{"role": "user", "content": f"Episode {i}: what is {i} + {i}?"}],
                                        add_generation_prompt=True, return_dict=True)["input_ids"]
                for i in range(EPISODES)]
+    # one torch thread: on a busy machine two threads per decode step stall each other (tens of
+    # seconds for this test instead of a few)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     engine = LocalEngine(smollm2_engine.model, tok, max_batch_size=CAP, batch_wait_s=0.05,
                          schedule=schedule, continuation_wait_s=1.0)
     try:
         finished_at = sorted(run_episodes(engine, prompts))
     finally:
         engine.close()
+        torch.set_num_threads(threads)
     total = EPISODES * TURNS // CAP
     assert engine.stats.batches == total and engine.stats.max_batch_seen == CAP
     if schedule == "oldest-episode":

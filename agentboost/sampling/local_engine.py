@@ -14,7 +14,9 @@ with more episodes in flight than the engine can finish within their timeout all
 time together; oldest-episode-first finishes the started episodes and lets only the newest wait (an
 episode's deadline runs from its start, so this is earliest-deadline-first). After a batch the
 engine waits up to ``continuation_wait_s`` for that batch's next turns (the agents run their tools
-meanwhile) before forming the next batch, so that they are not overtaken by queued first turns.
+meanwhile) before forming the next batch, so that they are not overtaken by queued first turns
+(after the first batch, only once any later turn has been seen: with single-call episodes the wait
+would be spent for nothing after every batch).
 
 Agent prompts share a long head (system prompt, tool schemas): a batch's common token prefix is
 prefilled once and its KV cache repeated for every row, the rows' own tokens left-padded after it
@@ -63,7 +65,8 @@ class EngineStats:
     busy_s: float = 0.0
     max_batch_seen: int = 0
     shared_prefix_tokens: int = 0  # prompt tokens not prefilled thanks to a shared prefix
-    continuations: int = 0  # requests recognised as a later turn of an episode served here
+    continuations: int = 0  # requests served that were recognised as a later turn of an episode
+    continuations_seen: int = 0  # the same, counted when they arrive
 
 
 class _Lineage:
@@ -178,6 +181,7 @@ class LocalEngine:
                 if first is None:
                     return
                 pending.append(first)
+                self.stats.continuations_seen += bool(first.turn)
             # wait for company while requests keep coming (agents start a few ms apart), capped;
             # after a batch, wait (longer) for its next turns while they keep coming back
             start = time.monotonic()
@@ -191,6 +195,7 @@ class LocalEngine:
                     self._fail_all(pending, "the local engine was closed")
                     return
                 pending.append(nxt)
+                self.stats.continuations_seen += bool(nxt.turn)
                 if returning and nxt.parent_batch == batch_no:
                     returning -= 1
                 if not returning:
@@ -206,6 +211,7 @@ class LocalEngine:
                     self._fail_all(pending, "the local engine was closed")
                     return
                 pending.append(nxt)
+                self.stats.continuations_seen += bool(nxt.turn)
             if not pending:
                 continue
             pending.sort(key=self._priority)
@@ -224,7 +230,10 @@ class LocalEngine:
             if self.schedule == "oldest-episode":
                 for r, res in zip(batch, results):
                     self._lineage.add(r.prompt_ids + res.response_ids, r.episode_start, r.turn + 1, batch_no)
-                returning = len(batch)
+                # the engine cannot tell which episodes end here; it waits once, then only while
+                # it has seen later turns at all (single-call episodes would waste it every batch)
+                if batch_no == 0 or self.stats.continuations_seen:
+                    returning = len(batch)
             for r, res in zip(batch, results):
                 if not r.future.cancelled():
                     r.future.set_result(res)
