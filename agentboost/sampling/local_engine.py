@@ -69,35 +69,52 @@ class EngineStats:
     continuations_seen: int = 0  # the same, counted when they arrive
 
 
+_HASH_MOD = (1 << 61) - 1  # a prime: polynomial hashes of token prefixes, one pass per sequence
+_HASH_BASE = 1_000_003
+
+
+def _prefix_hashes(ids: list[int]) -> list[int]:
+    h, out = 0, []
+    for t in ids:
+        h = (h * _HASH_BASE + t + 1) % _HASH_MOD
+        out.append(h)
+    return out
+
+
 class _Lineage:
-    """Sequences served (prompt + response) -> (episode start, next turn index), most recent
-    ``capacity`` kept. A prompt that starts with one of them is that episode's next turn."""
+    """Sequences served (prompt + response) -> (episode start, next turn index, batch), the most
+    recent ``capacity`` kept, by length and hash (not the tokens: agent sequences are long). A
+    prompt that starts with one of them is that episode's next turn; a hash collision could only
+    misorder the queue."""
 
     def __init__(self, capacity: int = 8192):
         self.capacity = capacity
-        self._seqs: OrderedDict[tuple[int, ...], tuple[float, int, int]] = OrderedDict()
+        self._seqs: OrderedDict[tuple[int, int], tuple[float, int, int]] = OrderedDict()
         self._lengths: dict[int, int] = {}  # length -> how many stored sequences have it
         self._lock = threading.Lock()
 
     def add(self, seq: list[int], episode_start: float, turn: int, batch: int) -> None:
-        key = tuple(seq)
+        if not seq:
+            return
+        key = (len(seq), _prefix_hashes(seq)[-1])
         with self._lock:
             if key in self._seqs:
                 self._seqs.move_to_end(key)
             else:
-                self._lengths[len(key)] = self._lengths.get(len(key), 0) + 1
+                self._lengths[key[0]] = self._lengths.get(key[0], 0) + 1
             self._seqs[key] = (episode_start, turn, batch)
             while len(self._seqs) > self.capacity:
-                old, _ = self._seqs.popitem(last=False)
-                self._lengths[len(old)] -= 1
-                if not self._lengths[len(old)]:
-                    del self._lengths[len(old)]
+                (n, _), _ = self._seqs.popitem(last=False)
+                self._lengths[n] -= 1
+                if not self._lengths[n]:
+                    del self._lengths[n]
 
     def parent(self, prompt: list[int]) -> tuple[float, int, int] | None:
         """The longest served sequence the prompt extends: (episode start, turn, batch)."""
+        hashes = _prefix_hashes(prompt)
         with self._lock:
             for n in sorted((n for n in self._lengths if n < len(prompt)), reverse=True):
-                hit = self._seqs.get(tuple(prompt[:n]))
+                hit = self._seqs.get((n, hashes[n - 1]))
                 if hit is not None:
                     return hit
         return None
