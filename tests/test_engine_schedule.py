@@ -71,3 +71,17 @@ def test_started_episodes_finish_first(smollm2_engine, schedule):
     else:
         # the baseline this replaces: nobody finishes before every first turn ran
         assert finished_at == [total - 1] * CAP + [total] * CAP
+
+
+def test_a_later_turn_is_found_by_the_longest_served_sequence_it_extends():
+    from agentboost.sampling.local_engine import _Lineage
+
+    lineage = _Lineage(capacity=3)
+    lineage.add([1, 2, 3], 1.0, 1, 0)  # episode A's first turn: prompt [1, 2] + response [3]
+    lineage.add([1, 2, 3, 4, 5], 1.0, 2, 1)  # its second turn
+    assert lineage.parent([1, 2, 3, 4, 5, 6]) == (1.0, 2, 1)  # the third turn: the longest match
+    assert lineage.parent([1, 2, 3, 9]) == (1.0, 1, 0)
+    assert lineage.parent([1, 2, 3]) is None and lineage.parent([2, 3, 4, 5]) is None  # equal or not a prefix
+    lineage.add([7], 2.0, 1, 2)
+    lineage.add([8, 9], 3.0, 1, 3)  # the oldest entry goes
+    assert lineage.parent([1, 2, 3, 9]) is None and lineage.parent([8, 9, 10]) == (3.0, 1, 3)
