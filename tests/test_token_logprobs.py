@@ -75,3 +75,34 @@ def test_models_with_post_processed_logits_take_the_logits_path(lora_model):
         assert not lp.head_supports_chunking(model)
     finally:
         model.config.final_logit_softcapping = None
+
+
+@pytest.mark.parametrize("shared", [0, 8])
+def test_checkpointed_layers_give_the_same_logprobs_and_gradients(lora_model, shared):
+    """Decoder layers under activation checkpointing (recomputed in backward), with and without
+    the shared-prefix KV cache: the same log-probs and gradients as without checkpointing."""
+    model, tok = lora_model
+    batch = pad_batch(rows(tok), tok.pad_token_id, min_shared_prefix=shared)
+    assert (batch["shared_prefix"] > 0) == bool(shared)
+    m = batch["response_mask"].bool()
+    params = [p for p in model.parameters() if p.requires_grad]
+    attention = model.get_decoder().layers[0].self_attn
+    seen = {}
+    for ckpt in (False, True):
+        calls = []
+        hook = attention.register_forward_hook(lambda *a: calls.append(1))
+        try:
+            for p in params:
+                p.grad = None
+            logp = token_logprobs(model, batch, 0.8, checkpoint_layers=ckpt)
+            ((logp * batch["advantages"]) * batch["response_mask"]).sum().backward()
+        finally:
+            hook.remove()
+        seen[ckpt] = (logp.detach(), torch.cat([p.grad.flatten() for p in params]), len(calls))
+    (lp0, g0, calls0), (lp1, g1, calls1) = seen[False], seen[True]
+    # checkpointed: the rows' pass runs each layer again in backward (the prefix pass runs once)
+    assert calls0 == (2 if shared else 1) and calls1 == calls0 + 1
+    assert torch.allclose(lp1[m], lp0[m], atol=1e-5)
+    assert torch.allclose(g1, g0, atol=1e-5 * g0.abs().max().item()) and g0.abs().max() > 0
+    # the layers are themselves again afterwards
+    assert all("forward" not in layer.__dict__ for layer in model.get_decoder().layers)

@@ -6,6 +6,18 @@ most ten times that), groups the ones that share sampling settings, and runs one
 ``generate`` per group. Each row stops at its own stop token or token limit. This is static
 batching: a request that arrives while a batch runs waits for the next one.
 
+With more requests waiting than ``max_batch_size``, the oldest *episode* goes first, not the oldest
+request: a request whose prompt extends a sequence this engine served (prompt + response, then the
+tool result and the next turn's header) is that episode's next turn and inherits its start time.
+Served in arrival order instead, every episode's first turn would run before anyone's second, and
+with more episodes in flight than the engine can finish within their timeout all of them run out of
+time together; oldest-episode-first finishes the started episodes and lets only the newest wait (an
+episode's deadline runs from its start, so this is earliest-deadline-first). After a batch the
+engine waits up to ``continuation_wait_s`` for that batch's next turns (the agents run their tools
+meanwhile) before forming the next batch, so that they are not overtaken by queued first turns
+(after the first batch, only once any later turn has been seen: with single-call episodes the wait
+would be spent for nothing after every batch).
+
 Agent prompts share a long head (system prompt, tool schemas): a batch's common token prefix is
 prefilled once and its KV cache repeated for every row, the rows' own tokens left-padded after it
 (positions come from the attention mask, so the padding in the middle is invisible).
@@ -14,9 +26,11 @@ prefilled once and its KV cache repeated for every row, the rows' own tokens lef
 from __future__ import annotations
 
 import asyncio
+import itertools
 import queue
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -24,10 +38,17 @@ from ..episodes.record import shared_prefix_len
 from .protocol import SamplerError, SampleResult, SamplingParams
 
 
+SCHEDULES = ("oldest-episode", "fifo")  # fifo: arrival order, the baseline benchmarks compare with
+
+
 @dataclass
 class _Request:
     prompt_ids: list[int]
     params: SamplingParams
+    seq: int = 0  # arrival order
+    episode_start: float = 0.0  # monotonic time of its episode's first request
+    turn: int = 0  # 0: an episode's first request (as far as this engine can tell)
+    parent_batch: int = -1  # the batch that served the previous turn
     future: Future = field(default_factory=Future)
 
     @property
@@ -44,16 +65,76 @@ class EngineStats:
     busy_s: float = 0.0
     max_batch_seen: int = 0
     shared_prefix_tokens: int = 0  # prompt tokens not prefilled thanks to a shared prefix
+    continuations: int = 0  # requests served that were recognised as a later turn of an episode
+    continuations_seen: int = 0  # the same, counted when they arrive
+
+
+_HASH_MOD = (1 << 61) - 1  # a prime: polynomial hashes of token prefixes, one pass per sequence
+_HASH_BASE = 1_000_003
+
+
+def _prefix_hashes(ids: list[int]) -> list[int]:
+    h, out = 0, []
+    for t in ids:
+        h = (h * _HASH_BASE + t + 1) % _HASH_MOD
+        out.append(h)
+    return out
+
+
+class _Lineage:
+    """Sequences served (prompt + response) -> (episode start, next turn index, batch), the most
+    recent ``capacity`` kept, by length and hash (not the tokens: agent sequences are long). A
+    prompt that starts with one of them is that episode's next turn; a hash collision could only
+    misorder the queue."""
+
+    def __init__(self, capacity: int = 8192):
+        self.capacity = capacity
+        self._seqs: OrderedDict[tuple[int, int], tuple[float, int, int]] = OrderedDict()
+        self._lengths: dict[int, int] = {}  # length -> how many stored sequences have it
+        self._lock = threading.Lock()
+
+    def add(self, seq: list[int], episode_start: float, turn: int, batch: int) -> None:
+        if not seq:
+            return
+        key = (len(seq), _prefix_hashes(seq)[-1])
+        with self._lock:
+            if key in self._seqs:
+                self._seqs.move_to_end(key)
+            else:
+                self._lengths[key[0]] = self._lengths.get(key[0], 0) + 1
+            self._seqs[key] = (episode_start, turn, batch)
+            while len(self._seqs) > self.capacity:
+                (n, _), _ = self._seqs.popitem(last=False)
+                self._lengths[n] -= 1
+                if not self._lengths[n]:
+                    del self._lengths[n]
+
+    def parent(self, prompt: list[int]) -> tuple[float, int, int] | None:
+        """The longest served sequence the prompt extends: (episode start, turn, batch)."""
+        hashes = _prefix_hashes(prompt)
+        with self._lock:
+            for n in sorted((n for n in self._lengths if n < len(prompt)), reverse=True):
+                hit = self._seqs.get((n, hashes[n - 1]))
+                if hit is not None:
+                    return hit
+        return None
 
 
 class LocalEngine:
     def __init__(self, model, tokenizer, max_batch_size: int = 8, batch_wait_s: float = 0.01,
-                 device: str | None = None, min_shared_prefix: int = 32):
+                 device: str | None = None, min_shared_prefix: int = 32, schedule: str = "oldest-episode",
+                 continuation_wait_s: float = 0.5):
         import torch
 
+        if schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {schedule!r}; expected one of {', '.join(SCHEDULES)}")
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
+        self.schedule = schedule
+        self.continuation_wait_s = continuation_wait_s
+        self._lineage = _Lineage()
+        self._seq = itertools.count()
         # shorter common prefixes are prefilled per row (0 turns prefix sharing off)
         self.min_shared_prefix = min_shared_prefix
         self.batch_wait_s = batch_wait_s
@@ -87,7 +168,10 @@ class LocalEngine:
             raise SamplerError(
                 f"prompt of {len(prompt_ids)} tokens does not fit the model's context of {self.max_context}"
             )
-        req = _Request(list(prompt_ids), params)
+        req = _Request(list(prompt_ids), params, seq=next(self._seq), episode_start=time.monotonic())
+        parent = self._lineage.parent(req.prompt_ids) if self.schedule == "oldest-episode" else None
+        if parent is not None:
+            req.episode_start, req.turn, req.parent_batch = parent
         self._queue.put(req)
         return req.future
 
@@ -101,18 +185,25 @@ class LocalEngine:
             self._thread.join(timeout=30)
 
     # -- engine thread ----------------------------------------------------------------------
+    def _priority(self, r: _Request) -> tuple:
+        return (r.seq,) if self.schedule == "fifo" else (r.episode_start, r.seq)
+
     def _loop(self) -> None:
         pending: list[_Request] = []
+        returning = 0  # next turns of the last batch that may still come back
+        batch_no = -1
         while True:
-            if not pending:
+            if not pending and not returning:
                 first = self._queue.get()
                 if first is None:
                     return
                 pending.append(first)
-            # wait for company while requests keep coming (agents start a few ms apart), capped
+                self.stats.continuations_seen += bool(first.turn)
+            # wait for company while requests keep coming (agents start a few ms apart), capped;
+            # after a batch, wait (longer) for its next turns while they keep coming back
             start = time.monotonic()
-            deadline = start + self.batch_wait_s
-            while len(pending) < self.max_batch_size:
+            deadline = start + (self.continuation_wait_s if returning else self.batch_wait_s)
+            while returning or len(pending) < self.max_batch_size:
                 try:
                     nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
@@ -121,10 +212,30 @@ class LocalEngine:
                     self._fail_all(pending, "the local engine was closed")
                     return
                 pending.append(nxt)
-                deadline = min(start + 10 * self.batch_wait_s, time.monotonic() + self.batch_wait_s)
+                self.stats.continuations_seen += bool(nxt.turn)
+                if returning and nxt.parent_batch == batch_no:
+                    returning -= 1
+                if not returning:
+                    deadline = min(start + 10 * self.batch_wait_s, time.monotonic() + self.batch_wait_s)
+            returning = 0
+            # everything queued competes for the batch, not only the first max_batch_size arrivals
+            while True:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    self._fail_all(pending, "the local engine was closed")
+                    return
+                pending.append(nxt)
+                self.stats.continuations_seen += bool(nxt.turn)
+            if not pending:
+                continue
+            pending.sort(key=self._priority)
             key = pending[0].group_key
             batch = [r for r in pending if r.group_key == key][: self.max_batch_size]
-            pending = [r for r in pending if r not in batch]
+            chosen = {id(r) for r in batch}
+            pending = [r for r in pending if id(r) not in chosen]
             try:
                 results = self._run_batch(batch)
             except Exception as e:  # a failed batch fails its requests, never the engine
@@ -132,6 +243,14 @@ class LocalEngine:
                     if not r.future.cancelled():
                         r.future.set_exception(SamplerError(f"generation failed: {type(e).__name__}: {e}"))
                 continue
+            batch_no += 1
+            if self.schedule == "oldest-episode":
+                for r, res in zip(batch, results):
+                    self._lineage.add(r.prompt_ids + res.response_ids, r.episode_start, r.turn + 1, batch_no)
+                # the engine cannot tell which episodes end here; it waits once, then only while
+                # it has seen later turns at all (single-call episodes would waste it every batch)
+                if batch_no == 0 or self.stats.continuations_seen:
+                    returning = len(batch)
             for r, res in zip(batch, results):
                 if not r.future.cancelled():
                     r.future.set_result(res)
@@ -231,6 +350,7 @@ class LocalEngine:
         self.stats.busy_s += elapsed
         self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(batch))
         self.stats.shared_prefix_tokens += shared * (len(batch) - 1)
+        self.stats.continuations += sum(1 for r in batch if r.turn)
         return results
 
     def _prefix_cache(self, prefix_ids, rows: int):

@@ -38,9 +38,11 @@ class PolicyServer:
 
     @classmethod
     def start(cls, model, tokenizer, max_batch_size: int, batch_wait_s: float = 0.01,
-              model_name: str = "agentboost-policy", host: str = "127.0.0.1", port: int = 0) -> "PolicyServer":
+              model_name: str = "agentboost-policy", host: str = "127.0.0.1", port: int = 0,
+              schedule: str = "oldest-episode") -> "PolicyServer":
         """Serve an already loaded ``model`` (e.g. the trainer's, LoRA-wrapped) from a thread."""
-        engine = LocalEngine(model, tokenizer, max_batch_size=max_batch_size, batch_wait_s=batch_wait_s)
+        engine = LocalEngine(model, tokenizer, max_batch_size=max_batch_size, batch_wait_s=batch_wait_s,
+                             schedule=schedule)
         ps = cls(engine, model_name)
         try:
             ps.url = ps.server.start_in_thread(host, port)

@@ -112,6 +112,8 @@ class OptimConfig:
     grad_clip: float = 1.0
     micro_batch_tokens: int = 4096  # token budget per micro-batch; gradients accumulate over the step
     updates_per_step: int = 1  # passes over the step's data
+    # decoder layers recomputed in backward: about half the update's peak memory for one more forward pass
+    gradient_checkpointing: bool = True
 
 
 @dataclass

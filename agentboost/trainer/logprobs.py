@@ -7,9 +7,21 @@ chunk is computed, in the forward pass and again in the backward pass, instead o
 (rows x tokens x vocabulary) tensor and its log-softmax staying alive until ``backward``. With
 SmolLM2's 49,152-token vocabulary that tensor is ~200 KB per position in float32; with Qwen3's
 151,936 it is ~600 KB.
+
+
+The decoder's own activations are the rest of an update's memory (per layer: attention, the MLP's
+intermediate projections, LoRA's inputs). ``checkpointed_layers`` keeps only each decoder layer's
+input and recomputes the layer in the backward pass (about one more forward pass of time).
+HF's own gradient checkpointing drops the KV cache, which the update's shared-prefix path passes
+to the rows' pass; here the layers are checkpointed with the cache kept, and that pass reads the
+prefix through ``read_only_prefix`` so that recomputing a layer does not append its keys and
+values to the cache a second time.
 """
 
 from __future__ import annotations
+
+import functools
+from contextlib import contextmanager
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -65,3 +77,46 @@ def logits_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: fl
     if temperature > 0:
         logits = logits / temperature
     return logits.gather(-1, targets[..., None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+def _checkpointed_forward(forward, *args, **kwargs):
+    return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+
+
+@contextmanager
+def checkpointed_layers(model, enabled: bool = True):
+    """While inside, each of the model's decoder layers runs under activation checkpointing when
+    gradients are being recorded (a no-op otherwise, or for a model without ``decoder.layers``)."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    layers = getattr(decoder, "layers", None)
+    if not enabled or layers is None or not torch.is_grad_enabled():
+        yield
+        return
+    saved = []
+    try:
+        for layer in layers:
+            # an instance attribute shadows the class's forward for nn.Module.__call__
+            saved.append((layer, layer.__dict__.get("forward")))
+            layer.forward = functools.partial(_checkpointed_forward, layer.forward)
+        yield
+    finally:
+        for layer, own in saved:
+            if own is None:
+                del layer.forward
+            else:
+                layer.forward = own
+
+
+def _read_only_update(self, key_states, value_states, layer_idx, *args, **kwargs):
+    layer = self.layers[layer_idx]
+    return torch.cat([layer.keys, key_states], dim=-2), torch.cat([layer.values, value_states], dim=-2)
+
+
+def read_only_prefix(cache):
+    """``cache`` (a prefix's DynamicCache) turned into one that attention reads the prefix from
+    without storing the new keys and values: running a layer twice (checkpointing) sees the same
+    prefix both times, and the cache's length stays the prefix's (which the masks are built from
+    before the layers run)."""
+    cls = type(cache)
+    cache.__class__ = type(f"ReadOnly{cls.__name__}", (cls,), {"update": _read_only_update})
+    return cache

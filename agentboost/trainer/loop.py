@@ -406,7 +406,8 @@ class Trainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 for mb in batches:
                     batch = batching.pad_batch(mb, pad, device=device)
-                    logp = losses.token_logprobs(self.model, batch, cfg.sampling.temperature)
+                    logp = losses.token_logprobs(self.model, batch, cfg.sampling.temperature,
+                                                 checkpoint_layers=cfg.optim.gradient_checkpointing)
                     loss, pg = losses.policy_loss(logp, batch, actor)
                     kl_value = 0.0
                     if cfg.algorithm.kl_coef > 0:

@@ -120,12 +120,13 @@ def check_policy_loss(config) -> None:
                              f"{type(e).__name__}: {e}") from None
 
 
-def token_logprobs(model, batch: dict[str, Any], temperature: float) -> torch.Tensor:
+def token_logprobs(model, batch: dict[str, Any], temperature: float, checkpoint_layers: bool = True) -> torch.Tensor:
     """Log-probs of each next token, (rows, width - 1). A shared prefix runs once (batch 1) and its
     KV cache is repeated for the rows, gradients flowing back through it; the entries it covers
     predict no trained token and are 0. The vocabulary-wide log-softmax is never materialised for
-    the whole batch (see ``logprobs``)."""
-    from .logprobs import head_supports_chunking, hidden_logprobs, logits_logprobs
+    the whole batch, and with ``checkpoint_layers`` (when gradients are recorded) the rows' pass
+    keeps only each decoder layer's input, recomputing the layer in backward (see ``logprobs``)."""
+    from .logprobs import checkpointed_layers, head_supports_chunking, hidden_logprobs, logits_logprobs, read_only_prefix
 
     ids, attn = batch["input_ids"], batch["attention_mask"]
     shared = batch.get("shared_prefix", 0)
@@ -133,12 +134,15 @@ def token_logprobs(model, batch: dict[str, Any], temperature: float) -> torch.Te
     # the decoder alone returns hidden states; the output projection then runs chunk by chunk
     body = model.get_decoder() if chunked else model
     if shared:
+        # batch 1, not checkpointed: its cache must be built exactly once
         head = body(input_ids=ids[:1, :shared], use_cache=True, **({} if chunked else {"logits_to_keep": 1}))
-        cache = head.past_key_values
+        cache = read_only_prefix(head.past_key_values)
         cache.batch_repeat_interleave(ids.shape[0])
-        out = body(input_ids=ids[:, shared:], attention_mask=attn, past_key_values=cache, use_cache=True)
+        with checkpointed_layers(model, checkpoint_layers):
+            out = body(input_ids=ids[:, shared:], attention_mask=attn, past_key_values=cache, use_cache=True)
     else:
-        out = body(input_ids=ids, attention_mask=attn, use_cache=False)
+        with checkpointed_layers(model, checkpoint_layers):
+            out = body(input_ids=ids, attention_mask=attn, use_cache=False)
     targets = ids[:, shared + 1:]
     if chunked:
         logp = hidden_logprobs(out.last_hidden_state[:, :-1], targets, model.get_output_embeddings(), temperature)
