@@ -1,7 +1,6 @@
 """The worker pool: every submitted task yields exactly one episode, whatever happens."""
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from agentboost.agents.strands_process_pool import StrandsProcessPool
 from agentboost.environments.groups import apply_group_policy
 from agentboost.environments.strands_env import StrandsEnv
 from agentboost.sampling.spec import SamplerSpec
-from agentboost.testing.faults import EXPECTED_STATUS, FAULT_TOOLS, fault_tasks
+from agentboost.testing.faults import EXPECTED_STATUS, FAULT_TOOLS
 from agentboost.testing.processes import processes_with_marker, wait_no_processes
 
 REWARD = "agentboost.testing.faults:fault_reward"

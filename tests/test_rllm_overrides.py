@@ -11,10 +11,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
-import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest

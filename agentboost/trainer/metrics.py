@@ -104,4 +104,26 @@ def draw_plots(run_dir: str | Path) -> list[Path]:
     path = out_dir / "reward.png"
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    return [path]
+    paths = [path]
+    if any("tool_call_rate" in r for r in train) or any("val_tool_call_rate" in r for r in val):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        rows = [r for r in train if "tool_call_rate" in r]
+        if rows:
+            ax.plot([r["step"] for r in rows], [r["tool_call_rate"] for r in rows], label="training tool-call rate")
+            if all("tool_success_rate" in r for r in rows):
+                ax.plot([r["step"] for r in rows], [r["tool_success_rate"] for r in rows], alpha=0.6,
+                        label="training tool-success rate")
+        rows = [r for r in val if "val_tool_call_rate" in r]
+        if rows:
+            ax.plot([r["step"] for r in rows], [r["val_tool_call_rate"] for r in rows], "o-", label="validation tool-call rate")
+        ax.set_xlabel("step")
+        ax.set_ylabel("rate")
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_title(f"{run_dir.name}: tool use")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        paths.append(out_dir / "tool_use.png")
+        fig.savefig(paths[-1], dpi=100)
+        plt.close(fig)
+    return paths
