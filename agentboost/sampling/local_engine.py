@@ -188,6 +188,15 @@ class LocalEngine:
     def _priority(self, r: _Request) -> tuple:
         return (r.seq,) if self.schedule == "fifo" else (r.episode_start, r.seq)
 
+    def _admit(self, nxt: _Request | None, pending: list[_Request]) -> bool:
+        """Add a dequeued request to ``pending``; ``None`` (closing) fails them all: False."""
+        if nxt is None:
+            self._fail_all(pending, "the local engine was closed")
+            return False
+        pending.append(nxt)
+        self.stats.continuations_seen += bool(nxt.turn)
+        return True
+
     def _loop(self) -> None:
         pending: list[_Request] = []
         returning = 0  # next turns of the last batch that may still come back
@@ -208,11 +217,8 @@ class LocalEngine:
                     nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     break
-                if nxt is None:
-                    self._fail_all(pending, "the local engine was closed")
+                if not self._admit(nxt, pending):
                     return
-                pending.append(nxt)
-                self.stats.continuations_seen += bool(nxt.turn)
                 if returning and nxt.parent_batch == batch_no:
                     returning -= 1
                 if not returning:
@@ -224,11 +230,8 @@ class LocalEngine:
                     nxt = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if nxt is None:
-                    self._fail_all(pending, "the local engine was closed")
+                if not self._admit(nxt, pending):
                     return
-                pending.append(nxt)
-                self.stats.continuations_seen += bool(nxt.turn)
             if not pending:
                 continue
             pending.sort(key=self._priority)
