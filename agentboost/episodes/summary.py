@@ -21,6 +21,16 @@ def tool_use_metrics(episodes: list[Episode]) -> dict[str, float]:
             "mean_turns": sum(len(ep.calls) for ep in episodes) / n}
 
 
+def success_ci95(episodes: list[Episode]) -> float:
+    """Half-width of the 95% confidence interval of the success rate (normal approximation over
+    episodes, sample standard deviation); NaN below two episodes."""
+    if len(episodes) < 2:
+        return float("nan")
+    xs = [float(ep.succeeded) for ep in episodes]
+    m = sum(xs) / len(xs)
+    return 1.96 * (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 / len(xs) ** 0.5
+
+
 def split_metrics(episodes: list[Episode]) -> dict:
     """How often a model call extended the previous one (``merge_rate``: extended calls over calls
     after the first of their episode; 1.0 when there are none) and why the others were split."""

@@ -28,7 +28,7 @@ from ..agents.strands_process_pool import StrandsProcessPool
 from ..environments.groups import apply_group_policy
 from ..environments.strands_env import StrandsEnv
 from ..episodes.record import Episode, EpisodeWriter
-from ..episodes.summary import tool_use_metrics
+from ..episodes.summary import success_ci95, tool_use_metrics
 from ..errors import InputError
 from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
@@ -93,7 +93,7 @@ class PolicyReport:
     mean_reward: float | None
     tool_call_rate: float
     episodes: int
-    success_ci95: float = 0.0  # half-width, normal approximation over episodes
+    success_ci95: float = 0.0  # half-width (episodes.summary.success_ci95)
     tool_use: dict[str, float] = field(default_factory=dict)  # tool_use_metrics
     per_task: dict[str, list[float]] = field(default_factory=dict)
 
@@ -107,7 +107,7 @@ def describe(episodes: list[Episode], label: str) -> PolicyReport:
     tools = tool_use_metrics(episodes)
     return PolicyReport(label=label, success_rate=p, mean_reward=float(np.mean(rewards)) if rewards else None,
                         tool_call_rate=tools["tool_call_rate"], episodes=len(episodes),
-                        success_ci95=1.96 * math.sqrt(p * (1 - p) / len(episodes)), tool_use=tools,
+                        success_ci95=success_ci95(episodes), tool_use=tools,
                         per_task=per_task)
 
 

@@ -27,7 +27,7 @@ from ..agents.strands_process_pool import StrandsProcessPool
 from ..environments.groups import apply_group_policy
 from ..environments.strands_env import StrandsEnv
 from ..episodes.record import STATUSES, Episode, EpisodeWriter
-from ..episodes.summary import split_metrics, tool_use_metrics
+from ..episodes.summary import split_metrics, success_ci95, tool_use_metrics
 from ..files import atomic_write_text
 from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
@@ -457,7 +457,7 @@ class Trainer:
         m = {"step": self.step, "val_reward_mean": float(np.mean(rewards)) if rewards else None,
              "val_pass@1": float(np.mean(p1)), f"val_pass@{k}": float(np.mean(pk)),
              "val_tasks": len(by_task), **{f"val_{name}": v for name, v in tool_use_metrics(episodes).items()},
-             "val_success_ci95": _ci95([float(e.succeeded) for e in episodes]),
+             "val_success_ci95": success_ci95(episodes),
              **{f"val_{name}": v for name, v in split_metrics(episodes).items()}}
         self.metrics.log_validation(m)
         self.log(f"validation at step {self.step}: reward {m['val_reward_mean']:.3f}  pass@1 {m['val_pass@1']:.3f} "
@@ -474,7 +474,3 @@ def _sampler_metrics(before, after) -> dict[str, float]:
             "sampler_shared_prefix_tokens": after.shared_prefix_tokens - before.shared_prefix_tokens}
 
 
-def _ci95(xs: list[float]) -> float:
-    if len(xs) < 2:
-        return float("nan")
-    return 1.96 * float(np.std(xs, ddof=1)) / math.sqrt(len(xs))
