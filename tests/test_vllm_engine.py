@@ -275,6 +275,30 @@ def test_training_on_vllm_syncs_the_adapter_every_step_and_leaves_no_server(smol
         diff_base = (with_base - recorded).abs().max().item()
         print(f"step 2 log-probs: max diff {diff_v1:.2e} against step 1's adapter, {diff_base:.2e} against the base")
         assert m.sum() > 20 and diff_v1 < 2e-3 and diff_base > 10 * diff_v1 and diff_base > 1e-2
+        trainer.checkpoint()
     finally:
         trainer.close()
+    assert wait_no_processes(mark, timeout=60) == []
+
+    # `agentboost eval` (and compare_to_base) sample on the configured engine too: the run's
+    # checkpoint goes onto a fresh vLLM server as an adapter, and its episodes are that adapter's
+    from agentboost.trainer.evaluation import run_policy
+
+    tasks = [{"task_id": "t0", "question": "What is 12 + 30?", "answer": "42"}]
+    logs = []
+    eps = run_policy(str(run), tasks, cfg, samples=3, seed=0, workers=1, slots=3, out=None, log=logs.append)
+    assert "(vllm engine)" in logs[0] and len(eps) == 3 and all(ep.calls for ep in eps)
+    assert {c.weight_version for ep in eps for c in ep.calls} == {1}  # the checkpoint's adapter, by name
+    for ep in eps:
+        ep.reward = 0.0
+    batch = trainbatch.pad_batch(rows_from_episodes(eps), trainer.tokenizer.pad_token_id)
+    m = batch["response_mask"].bool()
+    with torch.no_grad():  # trainer.model holds the step-2 weights, which the checkpoint saved
+        trained = token_logprobs(model, batch, cfg.validation.temperature)[m]
+        with model.disable_adapter():
+            base = token_logprobs(model, batch, cfg.validation.temperature)[m]
+    recorded = batch["old_log_prob"][m]
+    diff_trained, diff_base = (trained - recorded).abs().max().item(), (base - recorded).abs().max().item()
+    print(f"eval log-probs: max diff {diff_trained:.2e} against the checkpoint, {diff_base:.2e} against the base")
+    assert diff_trained < 2e-3 and diff_base > 10 * diff_trained
     assert wait_no_processes(mark, timeout=60) == []

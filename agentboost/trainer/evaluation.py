@@ -126,10 +126,9 @@ def load_policy_spec(spec: str):
 
 def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, seed: int, workers: int, slots: int,
                out: Path | None, log=print) -> list[Episode]:
-    from ..sampling.policy_server import PolicyServer
+    from .policy_engine import start_policy_server
 
     model, tok, desc, tokenizer_path = load_policy_spec(spec)
-    log(f"evaluating {desc} on {len(tasks)} tasks x {samples}")
     agent = StrandsAgentSpec(tools=list(cfg.agent.tools),
                              system_prompt=cfg.agent.system_prompt if cfg.agent.system_prompt is not None else DEFAULT_SYSTEM_PROMPT,
                              max_model_calls=cfg.agent.max_model_calls, max_response_tokens=cfg.agent.max_response_tokens,
@@ -140,8 +139,17 @@ def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, see
     v = cfg.validation
     # the same seed for both policies: common random numbers, so the difference is the models'
     sampling = SamplingParams(temperature=v.temperature, top_p=v.top_p, max_new_tokens=v.max_new_tokens, seed=seed)
-    with PolicyServer.start(model, tok, max_batch_size=workers * slots, batch_wait_s=0.1) as server:
-        sampler = SamplerSpec(tokenizer=tokenizer_path, sampling=sampling, url=server.url)
+    # the configured engine (rollout.engine), as in training: a run's checkpoint goes onto a vLLM
+    # server as its adapter (or full weights) over the base model
+    trained = (Path(spec) / "config.yaml").is_file()
+    lora_rank = model.peft_config["default"].r if hasattr(model, "peft_config") else 0
+    engine, server = start_policy_server(cfg, model, tok, tokenizer_path, seed=seed, slots=workers * slots,
+                                         max_batch=workers * slots, lora_rank=lora_rank,
+                                         full_weight_sync=trained and not lora_rank, weights_version=int(trained))
+    log(f"evaluating {desc} on {len(tasks)} tasks x {samples} ({engine} engine)")
+    with server:
+        sampler = SamplerSpec(tokenizer=tokenizer_path, sampling=sampling, url=server.url,
+                              policy_file=str(server.policy_file) if engine == "vllm" else None)
         with StrandsProcessPool(agent, sampler, env, workers=workers, slots=slots) as pool:
             episodes = pool.run(tasks, samples=samples)
     apply_group_policy(episodes, "keep", failed_reward=cfg.reward.failed_reward)

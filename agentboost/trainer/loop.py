@@ -139,7 +139,7 @@ class Trainer:
     # -- setup ------------------------------------------------------------------------------
     def _build_policy(self) -> None:
         from ..models.loading import load_policy, resolve_model_path
-        from ..sampling.policy_server import PolicyServer, resolve_engine
+        from .policy_engine import start_policy_server
 
         cfg = self.cfg
         self.model_path = str(resolve_model_path(cfg.model.path))
@@ -163,27 +163,18 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm > 0 else 1.0)
         slots = cfg.run.workers * cfg.run.slots
-        self.engine_name = resolve_engine(cfg.rollout.engine, cfg.rollout.vllm_python or None)
+        # vllm: a server subprocess samples, the weights reach it after every update
+        self.engine_name, self.policy_server = start_policy_server(
+            cfg, model, self.tokenizer, self.model_path, seed=cfg.run.seed, slots=slots,
+            max_batch=min(slots, cfg.run.max_batch), lora_rank=cfg.model.lora_r if cfg.model.lora else 0,
+            full_weight_sync=not cfg.model.lora, workdir=self.run_dir / "vllm")
         policy_file = None
         if self.engine_name == "vllm":
-            # a vLLM server subprocess samples; the weights reach it after every update
-            from ..sampling.vllm_server import VLLMPolicyServer
-
-            r = cfg.rollout
-            self.policy_server = VLLMPolicyServer(
-                self.model_path, workdir=self.run_dir / "vllm", lora_rank=cfg.model.lora_r if cfg.model.lora else 0,
-                full_weight_sync=not cfg.model.lora, python=r.vllm_python or None, kv_cache_gib=r.vllm_kv_cache_gib,
-                max_model_len=r.vllm_max_model_len or None, startup_timeout_s=r.vllm_startup_timeout_s,
-                seed=cfg.run.seed, max_num_seqs=max(slots, 16)).start()
             self.log(f"vLLM server up in {self.policy_server.server.startup_s:.0f} s at {self.policy_server.url} "
                      f"(log {self.policy_server.server.log_path})")
             policy_file = str(self.policy_server.policy_file)
             self.engine = None
         else:
-            # batch_wait_s: a step's first turns arrive within ~0.1 s of each other; gathering them
-            # into one batch lets them share the prompt head's prefill
-            self.policy_server = PolicyServer.start(model, self.tokenizer, max_batch_size=min(slots, cfg.run.max_batch),
-                                                    batch_wait_s=0.1)
             self.engine = self.policy_server.engine
         self.url = self.policy_server.url
         spec = StrandsAgentSpec(tools=list(cfg.agent.tools),
