@@ -144,6 +144,36 @@ def test_rollout_through_the_vllm_server_gives_token_exact_episodes(vllm, smollm
                                 for c in ep.calls)
 
 
+def test_a_sampling_seed_gives_each_sample_its_own_reproducible_stream(vllm, smollm2_path, tmp_path):
+    """vLLM seeds each request, and equal seeds give equal random streams: one seed for every
+    request made a task's samples identical (eval's k samples were one). With a sampling seed each
+    (task, sample, call) gets its own derived seed: the samples differ, and a second run repeats
+    them token for token (the common random numbers of `agentboost eval`)."""
+    from agentboost.agents.strands_agent import StrandsAgent
+    from agentboost.agents.strands_process_pool import StrandsProcessPool
+    from agentboost.environments.strands_env import StrandsEnv
+    from agentboost.sampling.policy_version import PolicyVersion, write_policy_version
+    from agentboost.sampling.protocol import derive_seed
+    from agentboost.sampling.spec import SamplerSpec
+
+    assert derive_seed(7, "t0", 0) == derive_seed(7, "t0", 0) != derive_seed(7, "t0", 1) != derive_seed(8, "t0", 1)
+    write_policy_version(tmp_path / "policy.json", PolicyVersion(vllm.served_name, 0))
+    spec = SamplerSpec(tokenizer=str(smollm2_path), url=vllm.url, policy_file=str(tmp_path / "policy.json"),
+                       sampling=SamplingParams(temperature=1.0, max_new_tokens=24, seed=7))
+    tasks = [{"task_id": "t0", "question": "Write one sentence about the sea.", "answer": "-"}]
+
+    def responses():
+        with StrandsProcessPool(StrandsAgent(max_model_calls=1), spec, StrandsEnv(reward="exact_answer"),
+                                workers=1, slots=4) as pool:
+            episodes = pool.run(tasks, samples=4)
+        assert all(ep.calls for ep in episodes), [ep.error for ep in episodes]
+        return [tuple(ep.calls[0].response_ids) for ep in episodes]
+
+    first, second = responses(), responses()
+    assert len(set(first)) == 4, first
+    assert first == second
+
+
 def test_a_server_that_cannot_start_reports_its_log(smollm2_path, tmp_path, marker):
     python = vllm_python_or_skip()
     server = VLLMServer(tmp_path / "no-such-model", python=python, startup_timeout_s=300, env={marker: "1"})

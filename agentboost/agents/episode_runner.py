@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 import uuid
@@ -16,6 +17,7 @@ from ..sampling.protocol import (
     Sampler,
     SamplerError,
     SamplingParams,
+    derive_seed,
 )
 from .chat_rendering import ChatRenderer
 from .strands_agent import StrandsAgentSpec
@@ -106,13 +108,18 @@ def classify_failure(e: Exception, model: TrainableModel) -> tuple[Status, str]:
 async def run_episode(spec: StrandsAgentSpec, task: dict[str, Any], sampler: Sampler, renderer: ChatRenderer,
                       sampling: SamplingParams, env: StrandsEnv | None = None, group_id: str | None = None,
                       episode_id: str | None = None, always_extend: bool = False,
-                      sequence_budget: tuple[int, int] | None = None, score: bool = True) -> Episode:
+                      sequence_budget: tuple[int, int] | None = None, score: bool = True,
+                      sample: int = 0) -> Episode:
     """Run the agent on one task and score it with ``env`` (failed episodes are left unscored:
     the group policy gives them the failed reward). Never raises for what goes wrong inside the
     episode: the status and error say what happened, and the calls made so far are kept.
     ``always_extend`` and ``sequence_budget`` are the trainable model's (one sequence per episode,
     bounded as a padded row; the veRL agent loop uses them). ``score=False``: ``env`` gives the first
-    message or the conversation, and the caller scores (the veRL agent loop, off its event loop)."""
+    message or the conversation, and the caller scores (the veRL agent loop, off its event loop).
+    ``sample``: which of the task's samples this is; with a sampling seed, each (task, sample, call)
+    gets its own derived request seed."""
+    if sampling.seed is not None:
+        sampling = dataclasses.replace(sampling, seed=derive_seed(sampling.seed, str(task["task_id"]), sample))
     model = TrainableModel(sampler, renderer, sampling, tool_parser=spec.tool_parser,
                            max_model_calls=spec.max_model_calls, max_response_tokens=spec.max_response_tokens,
                            always_extend=always_extend, sequence_budget=sequence_budget)

@@ -53,6 +53,7 @@ class _Job:
     exclusive: bool = False
     history: list[str] = field(default_factory=list)
     started_at: float | None = None
+    sample: int = 0  # which of the task's samples: with a sampling seed, it seeds the requests
 
 
 @dataclass
@@ -123,13 +124,14 @@ class StrandsProcessPool:
 
     # -- public API -------------------------------------------------------------------------
     def submit(self, task: dict[str, Any], group_id: str | None = None, episode_id: str | None = None,
-               block: bool = True, timeout: float | None = None) -> Future | None:
+               block: bool = True, timeout: float | None = None, sample: int = 0) -> Future | None:
         """Queue one episode; returns a Future of its ``Episode``. Blocks while the queue is full
         (back-pressure); with ``block=False`` returns None instead of waiting."""
         if "task_id" not in task:
             raise ValueError(f"task has no 'task_id': {sorted(task)}")
         job = _Job(key=next(self._keys), task=task, group_id=group_id or str(task["task_id"]),
-                   episode_id=episode_id or uuid.uuid4().hex, future=Future(), submitted_at=time.monotonic())
+                   episode_id=episode_id or uuid.uuid4().hex, future=Future(), submitted_at=time.monotonic(),
+                   sample=sample)
         with self._lock:
             if self._closing:
                 raise RuntimeError("the pool is closed")
@@ -145,9 +147,9 @@ class StrandsProcessPool:
         return job.future
 
     async def submit_async(self, task: dict[str, Any], group_id: str | None = None,
-                           episode_id: str | None = None) -> Episode:
+                           episode_id: str | None = None, sample: int = 0) -> Episode:
         while True:
-            fut = self.submit(task, group_id=group_id, episode_id=episode_id, block=False)
+            fut = self.submit(task, group_id=group_id, episode_id=episode_id, block=False, sample=sample)
             if fut is not None:
                 return await asyncio.wrap_future(fut)
             await asyncio.sleep(0.01)
@@ -159,15 +161,15 @@ class StrandsProcessPool:
         futures: list[Future] = []
         for task in tasks:
             for k in range(samples):
-                fut = self.submit(task, group_id=str(task["task_id"]))
+                fut = self.submit(task, group_id=str(task["task_id"]), sample=k)
                 if on_episode is not None:
                     fut.add_done_callback(lambda f: on_episode(f.result()))
                 futures.append(fut)
         return [f.result() for f in futures]
 
     async def arun(self, tasks: Iterable[dict[str, Any]], samples: int = 1) -> list[Episode]:
-        return list(await asyncio.gather(*(self.submit_async(t, group_id=str(t["task_id"]))
-                                           for t in tasks for _ in range(samples))))
+        return list(await asyncio.gather(*(self.submit_async(t, group_id=str(t["task_id"]), sample=k)
+                                           for t in tasks for k in range(samples))))
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
@@ -434,7 +436,7 @@ class StrandsProcessPool:
             target.given += 1
             self._queue_waits.append(time.monotonic() - job.submitted_at)
             try:
-                target.conn.send(("run", job.key, job.task, job.group_id, job.episode_id))
+                target.conn.send(("run", job.key, job.task, job.group_id, job.episode_id, job.sample))
             except (OSError, BrokenPipeError):
                 pass  # the worker is dying; its death handler re-queues the job
         self._pending = remaining

@@ -3,7 +3,7 @@
 Started by ``StrandsProcessPool`` with the spawn method. It leads its own process group, so the
 pool can kill it together with anything its tools started. It talks to the pool over one pipe:
 
-    pool -> worker: ("run", key, task, group_id, episode_id) | ("stop",)
+    pool -> worker: ("run", key, task, group_id, episode_id, sample) | ("stop",)
     worker -> pool: ("ready", pid) | ("fatal", message) | ("started", key) | ("done", key, episode_dict)
 
 If the pool goes away (the pipe closes), the worker kills its process group and exits.
@@ -74,13 +74,13 @@ async def _serve(conn, agent_spec, env, factory, slots: int) -> None:
     sem = asyncio.Semaphore(slots)
     running: set[asyncio.Task] = set()
 
-    async def one(key, task, group_id, episode_id):
+    async def one(key, task, group_id, episode_id, sample):
         async with sem:
             send(("started", key))
             try:
                 ep = await run_episode(agent_spec, task, factory.sampler_for_episode(), factory.renderer,
                                        factory.spec.sampling, env=env, group_id=group_id, episode_id=episode_id,
-                                       always_extend=agent_spec.always_extend)
+                                       always_extend=agent_spec.always_extend, sample=sample)
             except Exception as e:  # a bug of ours; still one record for the task
                 ep = Episode(episode_id=episode_id, task_id=str(task.get("task_id")), group_id=group_id,
                              status=Status.ERROR,
@@ -92,8 +92,8 @@ async def _serve(conn, agent_spec, env, factory, slots: int) -> None:
         msg = await inbox.get()
         if msg[0] == "stop":
             break
-        _, key, task, group_id, episode_id = msg
-        t = asyncio.create_task(one(key, task, group_id, episode_id))
+        _, key, task, group_id, episode_id, sample = msg
+        t = asyncio.create_task(one(key, task, group_id, episode_id, sample))
         running.add(t)
         t.add_done_callback(running.discard)
     if running:

@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from strands.models import Model
 
 from ..episodes.record import ModelCall, SplitReason
-from ..sampling.protocol import Sampler, SamplingParams
+from ..sampling.protocol import Sampler, SamplingParams, derive_seed
 from .chat_rendering import ChatRenderer, turn_key
 from .tool_parsers import ParsedOutput, get_tool_parser
 
@@ -113,7 +113,8 @@ class TrainableModel(Model):
             budget = min(budget, self._sequence_room(prompt_ids))
         params = SamplingParams(
             temperature=self.sampling.temperature, top_p=self.sampling.top_p, max_new_tokens=budget,
-            stop_token_ids=self.sampling.stop_token_ids, seed=self.sampling.seed,
+            stop_token_ids=self.sampling.stop_token_ids,
+            seed=None if self.sampling.seed is None else derive_seed(self.sampling.seed, len(self.calls)),
         )
         started = time.time()
         t0 = time.perf_counter()

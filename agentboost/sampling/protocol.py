@@ -26,6 +26,18 @@ class SamplingParams:
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
 
 
+def derive_seed(seed: int, *parts: object) -> int:
+    """A 31-bit seed for one request, from the run's seed and what tells the request apart (task,
+    sample, call). A server that seeds each request (vLLM) gives equal seeds the same random
+    stream: one seed for every request would make a task's samples identical and every task's
+    draws the same numbers. Derived seeds stay reproducible: the same task, sample and call get
+    the same seed in every run, which keeps a comparison's common random numbers."""
+    import hashlib
+
+    digest = hashlib.blake2b(repr((int(seed),) + parts).encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") & 0x7FFFFFFF
+
+
 @dataclass
 class SampleResult:
     response_ids: list[int]
