@@ -46,3 +46,26 @@ def load_tasks(path: str | Path, question_field: str = "question", id_field: str
     if not tasks:
         raise TaskFileError(f"task file {p} has no rows")
     return tasks
+
+
+def write_generated_splits(problem, out: str | Path, train: int, test: int, seed: int) -> None:
+    """Draw ``train + test`` distinct problems from ``problem(rng)`` (a dict with a ``question``;
+    seeded, so the files are reproducible) and write ``train.jsonl`` and ``test.jsonl`` with task
+    ids ``train-i`` / ``test-i``. No question lands in both splits. The examples' generators use it."""
+    import json
+    import random
+
+    rng = random.Random(seed)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    seen: set[str] = set()
+    rows = []
+    while len(rows) < train + test:
+        p = problem(rng)
+        if p["question"] not in seen:
+            seen.add(p["question"])
+            rows.append(p)
+    for split, part in (("train", rows[:train]), ("test", rows[train:])):
+        with open(out / f"{split}.jsonl", "w") as f:
+            for i, p in enumerate(part):
+                f.write(json.dumps({"task_id": f"{split}-{i}", **p}) + "\n")

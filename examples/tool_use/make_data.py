@@ -12,10 +12,10 @@ in the order the sentence gives them; train and test share templates, never a qu
 from __future__ import annotations
 
 import argparse
-import json
 import random
 from pathlib import Path
 
+from agentboost.tasks import write_generated_splits
 from agentboost.tools.calculator import evaluate
 
 NAMES = ["Ana", "Ben", "Chen", "Dara", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun"]
@@ -74,21 +74,8 @@ def main() -> None:
     ap.add_argument("--test", type=int, default=100)
     ap.add_argument("--seed", type=int, default=2026)
     args = ap.parse_args()
-    rng = random.Random(args.seed)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    seen: set[str] = set()
-    rows = []
-    while len(rows) < args.train + args.test:
-        p = problem(rng)
-        if p["question"] not in seen:  # no question in both splits
-            seen.add(p["question"])
-            rows.append(p)
-    for split, part in (("train", rows[: args.train]), ("test", rows[args.train:])):
-        with open(out / f"{split}.jsonl", "w") as f:
-            for i, p in enumerate(part):
-                f.write(json.dumps({"task_id": f"{split}-{i}", **p}) + "\n")
-    print(f"wrote {args.train} train and {args.test} test problems to {out}")
+    write_generated_splits(problem, args.out, args.train, args.test, args.seed)
+    print(f"wrote {args.train} train and {args.test} test problems to {args.out}")
 
 
 if __name__ == "__main__":
