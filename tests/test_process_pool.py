@@ -119,7 +119,8 @@ def test_exception_in_caller_and_ctrl_c_leave_no_orphans(smollm2_path, marker, t
                 print("busy", flush=True)
                 if sys.argv[1] == "raise":
                     raise RuntimeError("caller failed")
-                futs[0].result()
+                while not futs[0].done():  # short waits: see strands_process_pool._interruptible_result
+                    time.sleep(0.05)
 
         if __name__ == "__main__":
             main()
