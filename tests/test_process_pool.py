@@ -102,13 +102,16 @@ def test_close_with_episodes_in_flight_returns_them_and_leaves_no_process(smollm
 def test_exception_in_caller_and_ctrl_c_leave_no_orphans(smollm2_path, marker, tmp_path):
     script = tmp_path / "driver.py"
     script.write_text(textwrap.dedent(f"""
-        import sys, time
+        import signal, sys, time
         from agentboost.agents.strands_agent import StrandsAgent
         from agentboost.agents.strands_process_pool import StrandsProcessPool
         from agentboost.sampling.spec import SamplerSpec
         from agentboost.testing.faults import FAULT_TOOLS
 
         def main():
+            # Ctrl-C as in a terminal, however the test run was started: a shell that starts a job in
+            # the background without job control hands it SIGINT ignored, and Python keeps that
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             spec = StrandsAgent(tools=FAULT_TOOLS, timeout_s=600)
             sampler = SamplerSpec(tokenizer={str(smollm2_path)!r}, kind="scripted",
                                   script="agentboost.testing.faults:fault_script")
@@ -119,8 +122,7 @@ def test_exception_in_caller_and_ctrl_c_leave_no_orphans(smollm2_path, marker, t
                 print("busy", flush=True)
                 if sys.argv[1] == "raise":
                     raise RuntimeError("caller failed")
-                while not futs[0].done():  # short waits: see strands_process_pool._interruptible_result
-                    time.sleep(0.05)
+                futs[0].result()
 
         if __name__ == "__main__":
             main()

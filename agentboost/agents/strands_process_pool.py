@@ -30,7 +30,6 @@ import time
 import uuid
 import weakref
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout  # the builtin only from 3.11
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as mp_wait
 from statistics import quantiles
@@ -40,17 +39,6 @@ from ..environments.strands_env import StrandsEnv
 from ..episodes.record import Episode, Status
 from ..sampling.spec import SamplerSpec
 from .strands_agent import StrandsAgentSpec
-
-
-def _interruptible_result(fut: Future):
-    """``fut.result()`` in short waits: the kernel may hand Ctrl-C's SIGINT to another thread of
-    this process, and then a main thread blocked in one long lock wait never sees it (Python runs
-    signal handlers only in the main thread, between waits)."""
-    while True:
-        try:
-            return fut.result(timeout=0.2)
-        except FutureTimeout:
-            continue
 
 
 @dataclass
@@ -177,7 +165,7 @@ class StrandsProcessPool:
                 if on_episode is not None:
                     fut.add_done_callback(lambda f: on_episode(f.result()))
                 futures.append(fut)
-        return [_interruptible_result(f) for f in futures]
+        return [f.result() for f in futures]
 
     async def arun(self, tasks: Iterable[dict[str, Any]], samples: int = 1) -> list[Episode]:
         return list(await asyncio.gather(*(self.submit_async(t, group_id=str(t["task_id"]), sample=k)
