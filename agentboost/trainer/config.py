@@ -142,6 +142,11 @@ class RolloutConfig:
     vllm_kv_cache_gib: float = 2.0  # KV cache of the CPU build (VLLM_CPU_KVCACHE_SPACE)
     vllm_max_model_len: int = 0  # 0: the model's own context length
     vllm_startup_timeout_s: float = 900.0  # the first start on a machine compiles the model (minutes)
+    # how a LoRA policy reaches vLLM after each update: "adapter" (hot-loaded as a runtime LoRA
+    # adapter), "merged" (the adapter merged into the weights, which every vLLM worker reloads),
+    # "auto": merged on the CPU build, whose runtime-LoRA path samples at a third of the merged
+    # model's speed (benchmarks/vllm_lora_sync.py), adapter elsewhere
+    vllm_lora_sync: str = "auto"
 
 
 @dataclass
@@ -174,6 +179,7 @@ def _choices() -> dict[str, tuple[str, ...]]:
         "algorithm.kl_type": ("kl", "abs", "mse", "low_var_kl"),
         "reward.group_policy": GROUP_POLICIES,
         "rollout.engine": ("hf", "vllm", "auto"),
+        "rollout.vllm_lora_sync": ("auto", "adapter", "merged"),
     }
 
 

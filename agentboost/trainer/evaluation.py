@@ -23,15 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from ..agents.strands_agent import DEFAULT_SYSTEM_PROMPT, StrandsAgentSpec
 from ..agents.strands_process_pool import StrandsProcessPool
 from ..environments.groups import apply_group_policy
-from ..environments.strands_env import StrandsEnv
 from ..episodes.record import Episode, EpisodeWriter
 from ..episodes.summary import success_ci95, tool_use_metrics
 from ..errors import InputError
 from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
+from .agent_setup import agent_spec, environment
 from .checkpoint import CheckpointError, load_policy_from_run
 from .config import TrainConfig
 
@@ -129,13 +128,7 @@ def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, see
     from .policy_engine import start_policy_server
 
     model, tok, desc, tokenizer_path = load_policy_spec(spec)
-    agent = StrandsAgentSpec(tools=list(cfg.agent.tools),
-                             system_prompt=cfg.agent.system_prompt if cfg.agent.system_prompt is not None else DEFAULT_SYSTEM_PROMPT,
-                             max_model_calls=cfg.agent.max_model_calls, max_response_tokens=cfg.agent.max_response_tokens,
-                             timeout_s=cfg.agent.timeout_s, agent_type=cfg.agent.agent_type)
-    env = StrandsEnv(reward=cfg.reward.name, failed_reward=cfg.reward.failed_reward,
-                         conversation=cfg.env.conversation or None,
-                         conversation_options=dict(cfg.env.conversation_options))
+    agent, env = agent_spec(cfg), environment(cfg)
     v = cfg.validation
     # the same seed for both policies: common random numbers, so the difference is the models'
     sampling = SamplingParams(temperature=v.temperature, top_p=v.top_p, max_new_tokens=v.max_new_tokens, seed=seed)
@@ -146,7 +139,8 @@ def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, see
     engine, server = start_policy_server(cfg, model, tok, tokenizer_path, seed=seed, slots=workers * slots,
                                          max_batch=workers * slots, lora_rank=lora_rank,
                                          full_weight_sync=trained and not lora_rank, weights_version=int(trained))
-    log(f"evaluating {desc} on {len(tasks)} tasks x {samples} ({engine} engine)")
+    how = f", {server.sync} weights" if engine == "vllm" and trained else ""
+    log(f"evaluating {desc} on {len(tasks)} tasks x {samples} ({engine} engine{how})")
     with server:
         sampler = SamplerSpec(tokenizer=tokenizer_path, sampling=sampling, url=server.url,
                               policy_file=str(server.policy_file) if engine == "vllm" else None)

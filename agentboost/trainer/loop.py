@@ -17,15 +17,13 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
-from ..agents.strands_agent import DEFAULT_SYSTEM_PROMPT, StrandsAgentSpec
 from ..agents.strands_process_pool import StrandsProcessPool
 from ..environments.groups import apply_group_policy
-from ..environments.strands_env import StrandsEnv
 from ..episodes.record import STATUSES, Episode, EpisodeWriter
 from ..episodes.summary import split_metrics, success_ci95, tool_use_metrics
 from ..files import atomic_write_text
@@ -34,6 +32,7 @@ from ..sampling.spec import SamplerSpec
 from ..tasks import load_tasks
 from . import batch as batching
 from . import loss as losses
+from .agent_setup import agent_spec, environment
 from .checkpoint import CheckpointError, load_latest_intact, save_checkpoint
 from .config import TrainConfig, config_from_dict, save_config
 from .metrics import MetricsLogger
@@ -170,20 +169,15 @@ class Trainer:
             full_weight_sync=not cfg.model.lora, workdir=self.run_dir / "vllm")
         policy_file = None
         if self.engine_name == "vllm":
-            self.log(f"vLLM server up in {self.policy_server.server.startup_s:.0f} s at {self.policy_server.url} "
+            self.log(f"vLLM server up in {self.policy_server.server.startup_s:.0f} s at {self.policy_server.url}, "
+                     f"{self.policy_server.sync} weight sync "
                      f"(log {self.policy_server.server.log_path})")
             policy_file = str(self.policy_server.policy_file)
             self.engine = None
         else:
             self.engine = self.policy_server.engine
         self.url = self.policy_server.url
-        spec = StrandsAgentSpec(tools=list(cfg.agent.tools),
-                            system_prompt=cfg.agent.system_prompt if cfg.agent.system_prompt is not None else DEFAULT_SYSTEM_PROMPT,
-                            max_model_calls=cfg.agent.max_model_calls, max_response_tokens=cfg.agent.max_response_tokens,
-                            timeout_s=cfg.agent.timeout_s, agent_type=cfg.agent.agent_type)
-        env = StrandsEnv(reward=cfg.reward.name, failed_reward=cfg.reward.failed_reward,
-                         conversation=cfg.env.conversation or None,
-                         conversation_options=dict(cfg.env.conversation_options))
+        spec, env = agent_spec(cfg), environment(cfg)
         train_sampling = SamplingParams(temperature=cfg.sampling.temperature, top_p=cfg.sampling.top_p,
                                         max_new_tokens=cfg.sampling.max_new_tokens)
         v = cfg.validation
@@ -240,17 +234,22 @@ class Trainer:
             return f"reached the cost budget of {run.max_cost:g} at {run.cost_per_hour:g}/hour"
         return None
 
-    def run(self) -> dict[str, Any]:
+    def run(self, after_step: Callable[["Trainer", dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Train to the budget. ``after_step(trainer, metrics)`` runs after every step's update (and
+        its checkpoint), before the periodic validation: e.g. to keep a copy of the adapter as it was
+        at that step (a benchmark's learning curve) without a checkpoint per step."""
         self._t0 = time.perf_counter()
         (self.run_dir / "result.json").unlink(missing_ok=True)  # a resumed run is running again
         try:
             if self.val_pool is not None and self.cfg.validation.at_start and self.step == 0:
                 self.validate()
             while (reason := self._budget_reason()) is None:
-                self.train_step()
+                step_metrics = self.train_step()
                 every = self.cfg.run.checkpoint_every
                 if every and self.step % every == 0:
                     self.checkpoint()
+                if after_step is not None:
+                    after_step(self, step_metrics)
                 if self.val_pool is not None and self.cfg.validation.every and self.step % self.cfg.validation.every == 0:
                     self.validate()
             self.log(f"stopping: {reason}")
