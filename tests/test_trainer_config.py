@@ -8,7 +8,7 @@ SMOKE = "examples/quickstart/smoke.yaml"
 
 
 def test_misspelt_key_names_the_closest_valid_key(tmp_path):
-    with pytest.raises(ConfigError, match=r"unknown configuration key 'optim.learning_rat'; did you mean 'optim.lr'?") as e:
+    with pytest.raises(ConfigError, match=r"unknown configuration key 'optim.learning_rat'; did you mean 'optim.lr'?"):
         load_config(SMOKE, ["optim.learning_rat=0.1"])
     f = tmp_path / "c.yaml"
     f.write_text("data:\n  train_file: x.jsonl\n  groupsize: 4\n")
