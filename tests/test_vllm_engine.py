@@ -346,3 +346,18 @@ def test_the_cpu_build_is_recognised_and_served_eager():
     assert is_cpu_build(python) and not is_cpu_build(sys.executable)
     assert "--enforce-eager" in VLLMServer("m", python=python).command(1)
     assert "--enforce-eager" not in VLLMServer("m", python=python, enforce_eager=False).command(1)
+
+
+def test_the_cpu_build_decodes_on_every_core(vllm, monkeypatch):
+    """The CPU build starts without vLLM's reserved scheduler core (on 2 cores: 83 -> 135 sampled
+    tok/s, benchmarks/vllm_cpu_runtime.py); a value the user set wins."""
+    from agentboost.sampling.vllm_server import cpu_build_env
+
+    python = vllm_python_or_skip()
+    log = vllm.log_path.read_text(errors="replace")
+    assert "reserve_cpu_num=0" in log and "reserved_cpus=[]" in log
+    monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "1")
+    assert cpu_build_env() == {}
+    assert VLLMServer("m", python=python).extra_env.get("VLLM_CPU_NUM_OF_RESERVED_CPU") is None
+    assert VLLMServer("m", python=python, env={"VLLM_CPU_NUM_OF_RESERVED_CPU": "1"}).extra_env == \
+        {"VLLM_CPU_NUM_OF_RESERVED_CPU": "1"}
