@@ -16,7 +16,7 @@ evaluated. Reported: seconds to target per run, the hf/vllm ratio per seed, each
 with its 95% CI, and the paired difference (95% CI, p) at the target.
 
     .venv/bin/python benchmarks/quickstart_engines.py [--seeds 0,1] [--engines hf,vllm] [--steps 18]
-        [--eval-every 3] [--eval-tasks N] [--out runs/quickstart_engines] [--eval-only]
+        [--eval-every 3] [--eval-tasks N] [--out runs/quickstart_engines] [--eval-only | --reuse]
 
 Needs the vllm engine installed (`bash setup.sh --vllm`). Runs alone on the machine for fair
 figures (about an hour on 2 CPU cores with the defaults).
@@ -162,6 +162,8 @@ def main() -> None:
     ap.add_argument("--eval-tasks", type=int, default=0, help="held-out tasks (default: the config's 100)")
     ap.add_argument("--out", default="runs/quickstart_engines")
     ap.add_argument("--eval-only", action="store_true", help="evaluate the kept adapters of an earlier run")
+    ap.add_argument("--reuse", action="store_true",
+                    help="train only the (engine, seed) runs that an earlier, interrupted run did not finish")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -169,7 +171,7 @@ def main() -> None:
     for seed in [int(s) for s in a.seeds.split(",")]:
         for engine in a.engines.split(","):
             timeline = out / f"{engine}_seed{seed}" / "kept" / "timeline.json"
-            if a.eval_only:
+            if a.eval_only or (a.reuse and timeline.is_file()):  # a finished run writes it last
                 records.append(json.loads(timeline.read_text()))
             else:
                 records.append(train(engine, seed, a.steps, a.eval_every, out))

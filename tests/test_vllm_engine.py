@@ -183,9 +183,11 @@ def test_a_server_that_cannot_start_reports_its_log(smollm2_path, tmp_path, mark
     assert not server.alive()
 
 
-def test_full_fine_tuning_reloads_the_weights_in_place(smollm2_path, tmp_path):
+def test_full_fine_tuning_reloads_the_weights_in_place(smollm2_path, tmp_path, monkeypatch):
     """Without LoRA the weights are saved and every vLLM worker reloads them (reload_weights);
-    the next samples come from the new weights, with the new version."""
+    the next samples come from the new weights, with the new version. The work directory is given
+    relative to ours, as a run directory often is (`--run-dir runs/x`): the server, which runs in
+    another directory, once read such a path as a hub repository id and the reload failed."""
     from agentboost.models.loading import load_policy
     from agentboost.sampling.vllm_server import VLLMPolicyServer
 
@@ -193,7 +195,8 @@ def test_full_fine_tuning_reloads_the_weights_in_place(smollm2_path, tmp_path):
     model, tok = load_policy(str(smollm2_path))
     prompts = [prompt_ids(tok, q) for q in ("What is 2 + 3?", "Name a colour.")]
     params = SamplingParams(temperature=0.7, max_new_tokens=16, seed=1)
-    with VLLMPolicyServer(smollm2_path, workdir=tmp_path / "policy", full_weight_sync=True, python=python,
+    monkeypatch.chdir(tmp_path)
+    with VLLMPolicyServer(smollm2_path, workdir="policy", full_weight_sync=True, python=python,
                           kv_cache_gib=1, max_model_len=2048) as ps:
         ps.start()
         before = sample_all(ps.url, ps.policy_file, prompts, params)

