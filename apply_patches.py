@@ -17,7 +17,7 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 
-from agentboost.integrations.rllm_patcher import main  # noqa: E402
+from agentboost.integrations.rllm.patcher import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:], source_root=_HERE))

@@ -1,18 +1,44 @@
 """agentboost: the Agent Training Kit — reinforcement learning for Strands Agents.
 
-``from agentboost import GRPOConfig, train, evaluate, export_trajectories, Run`` is the Python API
-(``agentboost.api``); it is imported on first use so that ``import agentboost`` stays light for
-the worker processes.
+The public surface is ``__all__``: the Python API (``train``, ``evaluate``, ``GRPOConfig``, ``Run``,
+``export_trajectories``), the agent specification, the worker pool, the environment, the reward
+registry and the protocols for what users plug in. Each name is imported on first use, so
+``import agentboost`` stays light for the worker processes.
 """
 
-__version__ = "0.1.0"
+from . import moved as _moved
 
-_API = ("GRPOConfig", "Run", "train", "evaluate", "export_trajectories")
+__version__ = "0.2.0"
+
+# name -> the module that defines it (imported when the name is first used)
+_EXPORTS = {
+    # the Python API
+    "GRPOConfig": "api", "Run": "api", "train": "api", "evaluate": "api", "export_trajectories": "api",
+    # the agent, the pool that runs it, the environment that scores it
+    "StrandsAgentSpec": "agents.strands_agent", "StrandsProcessPool": "agents.strands_process_pool",
+    "StrandsEnv": "environments.strands_env", "Episode": "episodes.record", "Status": "episodes.record",
+    # the reward registry
+    "RewardResult": "rewards.registry", "register_reward": "rewards.registry", "get_reward": "rewards.registry",
+    "registered_rewards": "rewards.registry",
+    # what users plug in
+    "AgentFactory": "protocols", "RewardFunction": "protocols", "Conversation": "protocols",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+_moved.install()  # old module paths (before 0.2) still import, with a DeprecationWarning
 
 
 def __getattr__(name: str):
-    if name in _API:
-        from . import api
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentboost' has no attribute {name!r}")
+    import importlib
 
-        return getattr(api, name)
-    raise AttributeError(f"module 'agentboost' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

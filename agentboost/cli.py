@@ -331,7 +331,7 @@ def cmd_data_prepare(args) -> int:
     print(f"wrote {report.train} tasks to {Path(args.out) / 'train.parquet'} and {report.test} to "
           f"{Path(args.out) / 'test.parquet'}")
     if args.verl_agent:
-        from .data.verl_rows import prepared_splits_to_verl
+        from .integrations.verl.rows import prepared_splits_to_verl
 
         for path, n in prepared_splits_to_verl(args.out, {"train": report.train, "test": report.test},
                                                agent_name=args.verl_agent):
@@ -340,7 +340,7 @@ def cmd_data_prepare(args) -> int:
 
 
 def cmd_data_verl(args) -> int:
-    from .data.verl_rows import task_file_to_verl
+    from .integrations.verl.rows import task_file_to_verl
 
     n = task_file_to_verl(args.tasks, args.out, agent_name=args.agent_name, question_field=args.question_field,
                           id_field=args.id_field)
@@ -351,7 +351,7 @@ def cmd_data_verl(args) -> int:
 def cmd_score(args) -> int:
     from collections import Counter
 
-    from .environments.scoring import read_answers, score_answers, tests_by_verdict
+    from .rewards.scoring import read_answers, score_answers, tests_by_verdict
     from .tasks import load_tasks
 
     tasks = {t["task_id"]: t for t in load_tasks(args.tasks)}
@@ -378,7 +378,7 @@ def cmd_stats(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from .environments.code_reward import CATEGORIES, OUTCOME_ROWS, code_stats
+    from .rewards.code import CATEGORIES, OUTCOME_ROWS, code_stats
     from .episodes.record import read_episodes
     from .episodes.stats import TOOL_USE_ROWS, generic_stats
 
@@ -410,7 +410,7 @@ def cmd_stats(args) -> int:
           [(row, generic["tool_use"][row], f"{100 * generic['tool_use'][row] / n:.1f}") for row in TOOL_USE_ROWS])
     tau2 = [ep for ep in episodes if str(ep.task_id).startswith("tau2/")]
     if tau2:
-        from .environments.tau2_metrics import null_baseline, tau2_metrics
+        from .environments.tau2.metrics import null_baseline, tau2_metrics
         from .tasks import load_tasks
 
         null = null_baseline([t for t in load_tasks(args.tasks) if t["task_id"] in {e.task_id for e in tau2}]) \
@@ -559,8 +559,8 @@ def cmd_check(args) -> int:
 def cmd_rollout(args) -> int:
     from .agents.strands_agent import StrandsAgentSpec
     from .agents.strands_process_pool import StrandsProcessPool
-    from .environments.groups import GroupPolicy, apply_group_policy
-    from .environments.rewards import default_reward, registered_rewards
+    from .rewards.groups import GroupPolicy, apply_group_policy
+    from .rewards.registry import default_reward, registered_rewards
     from .environments.strands_env import StrandsEnv
     from .episodes.record import EpisodeWriter
     from .episodes.summary import print_summary

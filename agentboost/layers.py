@@ -3,11 +3,13 @@ and no import circle exists at all (``tests/test_layers.py`` reads every import 
 both). Each entry is a module or a package prefix; the first layer whose prefix matches wins."""
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("record and shared types", ("agentboost.errors", "agentboost.files", "agentboost.imports", "agentboost.tasks",
+    ("record and shared types", ("agentboost.errors", "agentboost.files", "agentboost.imports", "agentboost.moved", "agentboost.tasks",
                                  "agentboost.episodes", "agentboost.layers")),
     ("sandbox, models, sampling protocol", ("agentboost.sandbox", "agentboost.models", "agentboost.sampling.protocol")),
     ("samplers and engines", ("agentboost.sampling",)),
-    ("rewards, environments, tools", ("agentboost.environments", "agentboost.tools")),
+    ("rewards (registry, code and math, shaping, groups) and the plug-in protocols",
+     ("agentboost.rewards", "agentboost.protocols")),
+    ("environments and tools", ("agentboost.environments", "agentboost.tools")),
     ("agents: trainable model, episode runner, worker, pool", ("agentboost.agents",)),
     ("trainer, data preparation, integrations, testing aids", ("agentboost.trainer", "agentboost.data",
                                                               "agentboost.integrations", "agentboost.testing")),

@@ -14,7 +14,7 @@ import tempfile
 import time
 
 from agentboost.agents.chat_rendering import ChatRenderer
-from agentboost.agents.strands_agent import StrandsAgent
+from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.agents.episode_runner import run_episode
 from agentboost.models.embedded import prepare_embedded
 from agentboost.models.loading import load_policy
@@ -26,7 +26,7 @@ async def episodes(engine: LocalEngine, n: int, concurrency: int, max_new_tokens
     renderer = ChatRenderer(engine.tokenizer)
     sampler = EngineSampler(engine)
     sem = asyncio.Semaphore(concurrency)
-    spec = StrandsAgent(max_model_calls=2)
+    spec = StrandsAgentSpec(max_model_calls=2)
 
     async def one(i: int):
         async with sem:

@@ -15,7 +15,7 @@ import os
 import time
 import uuid
 
-from agentboost.agents.strands_agent import StrandsAgent
+from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.agents.strands_process_pool import StrandsProcessPool
 from agentboost.environments.strands_env import StrandsEnv
 from agentboost.models.embedded import prepare_embedded
@@ -34,7 +34,7 @@ def main() -> None:
     marker = f"AGENTBOOST_FAULTS_{uuid.uuid4().hex}"
     os.environ[marker] = "1"
     tok = str(prepare_embedded())
-    spec = StrandsAgent(tools=FAULT_TOOLS, timeout_s=3.0)
+    spec = StrandsAgentSpec(tools=FAULT_TOOLS, timeout_s=3.0)
     sampler = SamplerSpec(tokenizer=tok, kind="scripted", script="agentboost.testing.faults:fault_script",
                           script_kwargs={"latency_s": 0.05})
     env = StrandsEnv(reward="agentboost.testing.faults:fault_reward")

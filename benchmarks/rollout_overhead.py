@@ -18,7 +18,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from agentboost.agents.strands_agent import StrandsAgent
+from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.agents.strands_process_pool import StrandsProcessPool
 from agentboost.environments.strands_env import StrandsEnv
 from agentboost.models.embedded import prepare_embedded
@@ -31,12 +31,12 @@ SCRIPT = "agentboost.testing.faults:fault_script"
 FRESH_EPISODE = r"""
 import asyncio, json, time
 t0 = time.perf_counter()
-from agentboost.agents.strands_agent import StrandsAgent
+from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.environments.strands_env import StrandsEnv
 from agentboost.agents.episode_runner import run_episode
 from agentboost.agents.sampler_factory import SamplerFactory
 from agentboost.sampling.spec import SamplerSpec
-spec = StrandsAgent(tools=%(tools)r)
+spec = StrandsAgentSpec(tools=%(tools)r)
 factory = SamplerFactory(SamplerSpec(tokenizer=%(tok)r, kind="scripted", script=%(script)r))
 ep = asyncio.run(run_episode(spec, %(task)r, factory.sampler_for_episode(), factory.renderer,
                              factory.spec.sampling, env=StrandsEnv(reward=%(reward)r)))
@@ -55,7 +55,7 @@ def main() -> None:
     tok = str(prepare_embedded())
     tasks = fault_tasks(args.episodes, rate=0.0)
 
-    spec = StrandsAgent(tools=FAULT_TOOLS)
+    spec = StrandsAgentSpec(tools=FAULT_TOOLS)
     sampler = SamplerSpec(tokenizer=tok, kind="scripted", script=SCRIPT)
     with StrandsProcessPool(spec, sampler, StrandsEnv(reward=REWARD), workers=args.workers, slots=args.slots) as pool:
         pool.run(fault_tasks(args.workers * args.slots, rate=0.0))  # start-up is paid once, not per episode

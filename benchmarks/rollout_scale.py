@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from agentboost.agents.strands_agent import StrandsAgent
+from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.agents.strands_process_pool import StrandsProcessPool
 from agentboost.environments.strands_env import StrandsEnv
 from agentboost.models.embedded import prepare_embedded
@@ -37,7 +37,7 @@ def main() -> None:
     args = ap.parse_args()
     slots = -(-args.episodes // args.workers)  # enough slots for every episode to be in flight
     tok = str(prepare_embedded())
-    spec = StrandsAgent(tools=FAULT_TOOLS, timeout_s=600)
+    spec = StrandsAgentSpec(tools=FAULT_TOOLS, timeout_s=600)
     sampler = SamplerSpec(tokenizer=tok, kind="scripted", script="agentboost.testing.faults:fault_script",
                           script_kwargs={"latency_s": args.latency})
     env = StrandsEnv(reward="agentboost.testing.faults:fault_reward")

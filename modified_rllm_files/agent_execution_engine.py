@@ -3,7 +3,7 @@
 
 rLLM's original module is kept beside this one as ``agent_execution_engine_upstream.py``; every name
 it defines is re-exported here, and its two engine classes are extended by
-``agentboost.integrations.rllm_engine.StrandsRolloutMixin``, which changes ``trajectory_generator``
+``agentboost.integrations.rllm.engine.StrandsRolloutMixin``, which changes ``trajectory_generator``
 for agentboost's Strands agents only (token-exact episodes, wake_up/sleep around every rollout
 phase, sampling parameters from the config, failures returned as rows). rLLM's trainer imports
 ``AsyncAgentExecutionEngine`` from this module by name, so it picks these classes up unchanged.
@@ -12,7 +12,7 @@ phase, sampling parameters from the config, failures returned as rows). rLLM's t
 from rllm.engine import agent_execution_engine_upstream as _upstream
 from rllm.engine.agent_execution_engine_upstream import *  # noqa: F401,F403 - the module's public names
 
-from agentboost.integrations.rllm_engine import StrandsRolloutMixin
+from agentboost.integrations.rllm.engine import StrandsRolloutMixin
 
 
 class AgentExecutionEngine(StrandsRolloutMixin, _upstream.AgentExecutionEngine):

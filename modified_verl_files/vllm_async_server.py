@@ -4,7 +4,7 @@
 The fork's original module is kept beside this one as ``vllm_async_server_upstream.py``; every name
 it defines is re-exported here. ``AsyncvLLMServer`` there is a Ray actor class, which cannot be
 subclassed: the class behind it is extended and decorated again the same way. Only
-``completions`` changes (see ``agentboost.integrations.verl_fork_server``): token ids and their
+``completions`` changes (see ``agentboost.integrations.rllm.fork_server``): token ids and their
 ``token_logprobs`` come back as vLLM produced them, and a prompt that does not fit the context is a
 clear 400 error (never a substitute prompt).
 """
@@ -14,7 +14,7 @@ import ray
 from verl.workers.rollout.vllm_rollout import vllm_async_server_upstream as _upstream
 from verl.workers.rollout.vllm_rollout.vllm_async_server_upstream import *  # noqa: F401,F403
 
-from agentboost.integrations.verl_fork_server import check_completion_request
+from agentboost.integrations.rllm.fork_server import check_completion_request
 
 _ActorBase = getattr(_upstream.AsyncvLLMServer, "__ray_actor_class__", None) or \
     _upstream.AsyncvLLMServer.__ray_metadata__.modified_class

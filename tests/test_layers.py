@@ -122,3 +122,39 @@ def test_readme_layout_matches_the_tree():
     files = {str(p.relative_to(ROOT)) for p in PKG.rglob("*.py") if p.name != "__init__.py"}
     assert files - listed == set(), f"modules missing from the README's layout section: {sorted(files - listed)}"
     assert listed - files == set(), f"the README's layout section names modules that do not exist: {sorted(listed - files)}"
+
+
+# A module named for a concept lives in that concept's folder (issue 24): the prefix is the folder.
+CONCEPT_FOLDERS = {"tau2_": "agentboost/environments/tau2", "rllm_": "agentboost/integrations/rllm",
+                   "verl_": "agentboost/integrations/verl"}
+
+
+def misplaced(paths: list[str]) -> list[str]:
+    """Modules whose file name starts with a concept prefix but that sit outside its folder."""
+    out = []
+    for p in paths:
+        name = p.rsplit("/", 1)[-1]
+        for prefix, folder in CONCEPT_FOLDERS.items():
+            if name.startswith(prefix) and not p.startswith(folder + "/"):
+                out.append(f"{p} (belongs in {folder}/)")
+    return out
+
+
+def test_concept_modules_live_in_their_concept_folder():
+    paths = [str(p.relative_to(ROOT)) for p in PKG.rglob("*.py")]
+    assert misplaced(paths) == []
+    # the check can fail: the layout before issue 24 had these
+    assert misplaced(["agentboost/tools/tau2_airline.py", "agentboost/integrations/rllm_rows.py",
+                      "agentboost/environments/tau2/domain.py"]) == [
+        "agentboost/tools/tau2_airline.py (belongs in agentboost/environments/tau2/)",
+        "agentboost/integrations/rllm_rows.py (belongs in agentboost/integrations/rllm/)"]
+
+
+def test_tests_mirror_the_package():
+    """tests/<folder>/ is named for the package folder it covers (tests/examples/ for examples/)."""
+    stray = []
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        folder = path.parent.relative_to(ROOT / "tests")
+        if folder.parts and not ((PKG / folder).is_dir() or folder.parts[0] == "examples"):
+            stray.append(str(path.relative_to(ROOT)))
+    assert not stray, f"test files in folders that mirror no package folder: {stray}"

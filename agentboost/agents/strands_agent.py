@@ -1,4 +1,4 @@
-"""``StrandsAgentSpec``: the user's agent as a picklable specification (DESIGN.md's ``StrandsAgent``).
+"""``StrandsAgentSpec``: the user's agent as a picklable specification (DESIGN.md's ``StrandsAgentSpec``).
 
 Tools are import paths (``package.module:function``, ``package.module.function`` or a whole module,
 whose ``@tool`` functions are all taken) or importable callables. The same ``build`` runs in the
@@ -96,5 +96,19 @@ class StrandsAgentSpec:
                      conversation_manager=NullConversationManager())
 
 
-# The name DESIGN.md and the first releases use; the class is a specification, hence its new name.
-StrandsAgent = StrandsAgentSpec
+_warned_alias = False
+
+
+def __getattr__(name: str):
+    # ``StrandsAgent``: the name of the first releases; the class is a specification, hence its new
+    # name. The old one still works and warns once; it goes in agentboost 0.3.
+    global _warned_alias
+    if name == "StrandsAgent":
+        if not _warned_alias:
+            _warned_alias = True
+            import warnings
+
+            warnings.warn("agentboost.agents.strands_agent.StrandsAgent is now StrandsAgentSpec; the old "
+                          "name goes in agentboost 0.3", DeprecationWarning, stacklevel=2)
+        return StrandsAgentSpec
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

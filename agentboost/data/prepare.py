@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable
 
 from ..errors import InputError
 from ..files import atomic_file, iter_jsonl
-from .tau2_tasks import prepare_tau2
+from ..environments.tau2.tasks import prepare_tau2
 
 COLUMNS = ("task_id", "question", "tests", "answer", "starter_code", "fn_name", "data_source", "metadata",
            "shown_public_example", "float_tol", "has_image")
@@ -354,7 +354,7 @@ _GSM8K_ANSWER = re.compile(r"####\s*(.+)\s*$")
 
 
 def convert_math_row(row: dict[str, Any], index: int, source_name: str, opts: PrepareOptions) -> dict[str, Any]:
-    from ..environments.math_reward import last_boxed
+    from ..rewards.math import last_boxed
 
     problem = next((row[k] for k in ("problem", "question", "prompt") if isinstance(row.get(k), str) and row[k].strip()), None)
     if problem is None:

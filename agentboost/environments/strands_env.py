@@ -8,8 +8,8 @@ from typing import Any
 
 from ..episodes.record import Episode, Status
 from ..errors import InputError
-from .rewards import as_result, get_reward
-from .shaping import ShapingConfig, shaping_terms
+from ..rewards.registry import as_result, get_reward
+from ..rewards.shaping import ShapingConfig, shaping_terms
 
 
 class TaskFormatError(InputError):
@@ -36,7 +36,7 @@ class StrandsEnv:
     # that its GRPO group stays whole (applied by apply_group_policy)
     failed_reward: float = 0.0
     # a multi-turn conversation per episode (``module:function(task, policy=None, **options)``, e.g.
-    # ``agentboost.environments.tau2_conversation:tau2_conversation``): a user simulator answers
+    # ``agentboost.environments.tau2.conversation:tau2_conversation``): a user simulator answers
     # the agent until the conversation ends; None: one prompt, one agent run
     conversation: str | None = None
     conversation_options: dict[str, Any] = field(default_factory=dict)

@@ -14,7 +14,7 @@ from typing import Any
 
 from strands import ToolContext, tool
 
-from ..environments.code_tasks import task_limits, task_tests, task_tolerance
+from ..rewards.code_tasks import task_limits, task_tests, task_tolerance
 from ..sandbox.judge import latest_code, run_tests
 from ..sandbox.runner import SandboxLimits, run_python
 

@@ -63,7 +63,7 @@ class RewardConfig:
 
 @dataclass
 class EnvConfig:
-    # a multi-turn conversation per episode, e.g. agentboost.environments.tau2_conversation:tau2_conversation
+    # a multi-turn conversation per episode, e.g. agentboost.environments.tau2.conversation:tau2_conversation
     # (a user simulator answers the agent); "": one prompt per episode
     conversation: str = ""
     conversation_options: dict[str, Any] = field(default_factory=dict)  # the factory's keyword arguments
@@ -169,7 +169,7 @@ class TrainConfig:
 
 def _choices() -> dict[str, tuple[str, ...]]:
     # estimators and losses are whatever veRL's registries hold (imported only when validating)
-    from ..environments.groups import GROUP_POLICIES
+    from ..rewards.groups import GROUP_POLICIES
     from .loss import advantage_estimators, policy_losses
 
     return {

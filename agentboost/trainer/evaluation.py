@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..agents.strands_process_pool import StrandsProcessPool
-from ..environments.groups import apply_group_policy
+from ..rewards.groups import apply_group_policy
 from ..episodes.record import Episode, EpisodeWriter
 from ..episodes.summary import success_ci95, tool_use_metrics
 from ..errors import InputError

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..agents.strands_process_pool import StrandsProcessPool
-from ..environments.groups import apply_group_policy
+from ..rewards.groups import apply_group_policy
 from ..episodes.record import STATUSES, Episode, EpisodeWriter
 from ..episodes.summary import split_metrics, success_ci95, tool_use_metrics
 from ..files import atomic_write_text

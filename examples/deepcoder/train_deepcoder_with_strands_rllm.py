@@ -23,8 +23,8 @@ from omegaconf import OmegaConf
 from rllm.data.dataset import DatasetRegistry
 from rllm.trainer.agent_trainer import AgentTrainer
 
-from agentboost.integrations.rllm_agents import StrandsRLLMAgent, StrandsRLLMEnv
-from agentboost.integrations.rllm_patcher import PATCHED, Patcher, find_roots
+from agentboost.integrations.rllm.agents import StrandsRLLMAgent, StrandsRLLMEnv
+from agentboost.integrations.rllm.patcher import PATCHED, Patcher, find_roots
 
 SYSTEM_PROMPT = (
     "You are an expert competitive programmer. Write a complete Python solution. Test it with the "

@@ -16,8 +16,8 @@ import argparse
 import json
 from pathlib import Path
 
-from agentboost.data.tau2_tasks import prepare_tau2
-from agentboost.data.verl_rows import task_file_to_verl
+from agentboost.environments.tau2.tasks import prepare_tau2
+from agentboost.integrations.verl.rows import task_file_to_verl
 
 
 def main(argv: list[str] | None = None) -> int:

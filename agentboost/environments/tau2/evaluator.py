@@ -1,0 +1,205 @@
+"""agentboost's scoring of a tau2 trajectory, written from tau2's documented rules (not its code):
+the reward is the product of the checks of the task's reward basis.
+
+- DB: the agent's (and in telecom the user's) database after replaying every tool call of the
+  trajectory on a fresh environment in the task's initial state has the same tau2 hash as after
+  replaying the gold actions on another fresh one (a gold action that errors is skipped, as tau2 does).
+- ENV_ASSERTION: each assertion function, run on the replayed environment, returns its asserted value.
+- ACTION: each gold action is among the trajectory's tool calls (same name; the action's
+  ``compare_args``, or all of the call's arguments when it has none, equal).
+- COMMUNICATE: each required string is in some assistant text message (case-insensitive, with the
+  message's commas removed).
+- NL_ASSERTION needs an LLM judge. Without one the basis is reduced (the metric is then named for
+  what it measures, e.g. ``tau2_retail_db_comm``, and is not the official score).
+
+An ending other than a user or agent stop scores 0; a task without evaluation criteria scores 1.
+
+Trajectory format: a list of messages ``{"role": "assistant"|"user"|"tool", "content": ...}``;
+assistant/user messages may carry ``tool_calls`` ``[{"id", "name", "arguments", "requestor"}]``,
+each followed by its ``{"role": "tool", "id", "content"}`` result. It includes the task's initial
+message history, if any (as tau2's simulations do)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...rewards.registry import RewardResult
+from .domain import (
+    Tau2Error,
+    call_tool,
+    initial_environment,
+    tool_calls_with_results,
+)
+
+STOP_REASONS = ("user_stop", "agent_stop")
+TERMINATION_REASONS = ("user_stop", "agent_stop", "judge_stop", "max_steps", "too_many_errors", "agent_error", "user_error")
+_SHORT = {"DB": "db", "ENV_ASSERTION": "env", "ACTION": "action", "COMMUNICATE": "comm", "NL_ASSERTION": "nl"}
+_ORDER = ("DB", "ENV_ASSERTION", "ACTION", "COMMUNICATE", "NL_ASSERTION")
+
+
+@dataclass
+class Tau2Score:
+    reward: float
+    metric: str  # "tau2_<domain>" when the task's whole basis was scored, else "tau2_<domain>_<checks>"
+    official: bool
+    basis: list[str]  # the checks that were scored
+    breakdown: dict[str, float] = field(default_factory=dict)
+    note: str = ""
+
+
+def metric_name(domain: str, basis: list[str], reduced: bool) -> str:
+    if not reduced:
+        return f"tau2_{domain}"
+    return f"tau2_{domain}_" + "_".join(_SHORT[b] for b in _ORDER if b in basis)
+
+
+def _all_tool_calls(messages: list[dict]) -> list[dict]:
+    return [c for m in messages if m["role"] in ("assistant", "user") for c in (m.get("tool_calls") or [])]
+
+
+def action_matches(action: dict, call: dict) -> bool:
+    if action["name"] != call["name"]:
+        return False
+    keys = action.get("compare_args")
+    if keys is None:
+        keys = list(call["arguments"])
+    return ({k: v for k, v in call["arguments"].items() if k in keys}
+            == {k: v for k, v in action["arguments"].items() if k in keys})
+
+
+def communicated(info: str, messages: list[dict]) -> bool:
+    for m in messages:
+        text = m.get("content")
+        if m["role"] == "assistant" and isinstance(text, str) and text.strip():
+            if info.lower() in text.lower().replace(",", ""):
+                return True
+    return False
+
+
+def _db_and_assertions(row: dict, messages: list[dict], crit: dict, solo_mode: bool) -> tuple[float, float]:
+    actions, assertions = crit.get("actions"), crit.get("env_assertions")
+    if actions is None and assertions is None:
+        return 1.0, 1.0
+    predicted = initial_environment(row, solo_mode=solo_mode, history=messages)
+    gold = initial_environment(row)
+    for i, a in enumerate(actions or []):
+        call_tool(gold, f"gold_{i}", a["name"], a["arguments"], a.get("requestor", "assistant"))
+    db = float(gold.get_db_hash() == predicted.get_db_hash()
+               and gold.get_user_db_hash() == predicted.get_user_db_hash())
+    env = 1.0
+    for a in assertions or []:
+        kit = predicted.user_tools if a["env_type"] == "user" else predicted.tools
+        result = getattr(kit, a["func_name"])(**a["arguments"])
+        predicted.sync_tools()
+        if not isinstance(result, bool):
+            raise Tau2Error(f"task {row['task_id']}: assertion {a['func_name']} returned {type(result).__name__}, "
+                            "not a bool")
+        env *= float(result == a.get("assert_value", True))
+    return db, env
+
+
+def score(row: dict, messages: list[dict], termination: str, judge=None, solo_mode: bool = False) -> Tau2Score:
+    """Score a trajectory of task ``row`` (a ``data prepare tau2`` row). ``judge`` (a callable
+    ``(row, messages) -> float`` in [0, 1]) scores NL_ASSERTION; without it that check is left out
+    of the basis and the score is named as reduced."""
+    domain = row["domain"]
+    if termination not in TERMINATION_REASONS:
+        raise Tau2Error(f"unknown termination reason {termination!r}; expected one of {', '.join(TERMINATION_REASONS)}")
+    crit = row.get("evaluation_criteria")
+    full = list((crit or {}).get("reward_basis") or [])
+    basis = [b for b in full if b != "NL_ASSERTION" or judge is not None]
+    reduced = basis != full
+    name = metric_name(domain, basis, reduced)
+    if termination not in STOP_REASONS:
+        return Tau2Score(0.0, name, not reduced, basis, note=f"terminated: {termination}")
+    if crit is None:
+        return Tau2Score(1.0, name, True, basis, note="no evaluation criteria")
+    tool_calls_with_results(messages)  # a malformed trajectory is an error, not a score
+    breakdown: dict[str, float] = {}
+    if {"DB", "ENV_ASSERTION"} & set(basis):
+        db, env = _db_and_assertions(row, messages, crit, solo_mode)
+        if "DB" in basis:
+            breakdown["DB"] = db
+        if "ENV_ASSERTION" in basis:
+            breakdown["ENV_ASSERTION"] = env
+    if "ACTION" in basis:
+        calls = _all_tool_calls(messages)
+        breakdown["ACTION"] = float(all(any(action_matches(a, c) for c in calls) for a in crit.get("actions") or []))
+    if "COMMUNICATE" in basis:
+        breakdown["COMMUNICATE"] = float(all(communicated(s, messages) for s in crit.get("communicate_info") or []))
+    if "NL_ASSERTION" in basis:
+        breakdown["NL_ASSERTION"] = float(judge(row, messages))
+    reward = 1.0
+    for v in breakdown.values():
+        reward *= v
+    return Tau2Score(reward, name, not reduced, basis, breakdown)
+
+
+def trajectory_from_strands(messages: list[dict]) -> list[dict]:
+    """Strands messages (an episode's ``messages``) in the trajectory format above. Tool results
+    are put in the order of their calls."""
+    out: list[dict] = []
+    for m in messages:
+        blocks = m.get("content") or []
+        text = "".join(b["text"] for b in blocks if "text" in b) or None
+        uses = [b["toolUse"] for b in blocks if "toolUse" in b]
+        results = {b["toolResult"]["toolUseId"]: b["toolResult"] for b in blocks if "toolResult" in b}
+        if m["role"] == "assistant":
+            msg = {"role": "assistant", "content": text}
+            if uses:
+                msg["tool_calls"] = [{"id": u["toolUseId"], "name": u["name"], "arguments": dict(u.get("input") or {}),
+                                      "requestor": "assistant"} for u in uses]
+            out.append(msg)
+            continue
+        if results:
+            order = [c["id"] for c in (out[-1].get("tool_calls") or [])] if out else []
+            for rid in order + [r for r in results if r not in order]:
+                if rid in results:
+                    r = results[rid]
+                    out.append({"role": "tool", "id": rid, "requestor": "assistant", "error": r.get("status") == "error",
+                                "content": "".join(c.get("text", "") for c in r.get("content") or [])})
+        if text is not None:
+            out.append({"role": "user", "content": text})
+    return out
+
+
+def solo_stop(messages: list[dict]) -> list[dict]:
+    """A solo run's trajectory as tau2 records it: an assistant message calling ``done`` becomes the
+    stop message ``###STOP###`` (its tool call and result removed)."""
+    out, drop = [], set()
+    for m in messages:
+        calls = m.get("tool_calls") or []
+        if m["role"] == "assistant" and any(c["name"] == "done" for c in calls):
+            drop |= {c["id"] for c in calls}
+            out.append({"role": "assistant", "content": "###STOP###"})
+        elif m["role"] == "tool" and m["id"] in drop:
+            continue
+        else:
+            out.append(m)
+    return out
+
+
+def tau2_reward(task: dict, episode) -> RewardResult:
+    """A reward function (``--reward agentboost.environments.tau2.evaluator:tau2_reward``) for an episode
+    that ran to its end on a tau2 row. A conversation (``tau2_conversation``) gives its termination;
+    a single-prompt, ticket-style run is scored as an agent stop."""
+    conv = episode.metadata.get("conversation") or {}
+    termination = conv.get("termination", "agent_stop")
+    traj = trajectory_from_strands(episode.messages)
+    if conv.get("solo"):
+        traj = solo_stop(traj)
+    s = score(task, traj, termination, solo_mode=bool(conv.get("solo")))
+    meta = {"metric": s.metric, "official": s.official, "termination": termination}
+    if not conv:
+        # tau2's protocol has a user simulator (solo mode only in telecom): a run without one is a
+        # training proxy, whatever its basis
+        meta["protocol"] = "ticket (no user simulator): a training proxy"
+    else:
+        meta["user_signal"] = conv.get("user_signal")
+        meta["tool_errors"] = conv.get("tool_errors")
+        meta["protocol"] = (("solo mode (tau2's, no user)" if conv.get("solo") else f"conversation, {conv['user']} user")
+                            + ("" if conv.get("user_official") else
+                            ": a training proxy") + ("" if conv.get("official_prompt") else
+                            ", non-official system prompt"))
+        meta["official"] = s.official and bool(conv.get("user_official")) and bool(conv.get("official_prompt"))
+    return RewardResult(s.reward, {k.lower(): v for k, v in s.breakdown.items()} or {"outcome": s.reward}, meta)

@@ -1,0 +1,261 @@
+"""Strands agents as a veRL agent loop (``verl.trainer.main_ppo``, stock, no patching).
+
+veRL builds one loop instance per sample from an entry of the YAML list named by
+``actor_rollout_ref.rollout.agent.agent_loop_config_path``; the entry's keys besides ``name`` and
+``_target_`` reach ``__init__``. This loop's keys:
+
+    - name: strands_agent                       # the dataset's agent_name column selects it
+      _target_: agentboost.integrations.verl.agent_loop.StrandsAgentLoop
+      agent: {tools: [...], system_prompt: ..., max_model_calls: 6, max_response_tokens: 1024,
+              timeout_s: 300, factory: null, tool_parser: hermes, agent_type: calculator}
+      env: {reward: exact_answer, prompt_field: question, prompt_template: null,
+            failed_reward: 0.0, shaping: null}
+      max_new_tokens: null        # per model turn; default: rollout.response_length
+      stop_token_ids: []          # besides the end-of-turn and end-of-text tokens
+      template_kwargs: {}         # besides data.apply_chat_template_kwargs (e.g. enable_thinking)
+      score_timeout_s: 120        # the reward's own limit, after the episode's timeout_s
+
+(``tools`` is nested under ``agent`` because veRL passes its own ``tools=`` to every loop.)
+
+The module registers nothing when imported. veRL's ``@register`` decorator writes
+``{"_target_": ...}`` under its name when the module is first imported, which happens while the
+worker instantiates the first loop, *after* the worker loaded the YAML list: a decorator under the
+YAML entry's name would replace that entry, and every later instance would lose its YAML keys.
+The YAML list is therefore the one registration.
+
+One episode -> one ``AgentLoopOutput``, honestly:
+- the trainable model runs in always-extend mode (the conversation stays one token sequence even
+  where the template would re-render; each such place is counted) with the sequence budget
+  ``(rollout.prompt_length, rollout.response_length)``, so an episode that would not fit veRL's
+  padded row ends ``truncated`` instead of being cut;
+- tokens under ``response_mask`` 1 are the sampled ones, with their log-probs (given to veRL as
+  ``rollout_log_probs`` when ``rollout.calculate_log_probs`` is set);
+- ``reward_score`` is the agentboost reward (veRL puts it on the last token of ``rm_scores``);
+- a failed episode (timeout, crash, error) still yields a row, one pad token with mask 1 and the
+  failed reward, because veRL rejects all-zero masks and a GRPO group must stay whole;
+- status, error, tool statistics and always-extend counts go to ``extra_fields``.
+Nothing raises into veRL: an exception in a worker's agent loop fails the whole group there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+import uuid
+from functools import lru_cache
+from typing import Any
+
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopMetrics,
+    AgentLoopOutput,
+)
+
+from ...agents.chat_rendering import ChatRenderer
+from ...agents.episode_runner import run_episode
+from ...agents.strands_agent import StrandsAgentSpec
+from ...rewards.groups import GroupPolicy, apply_group_policy
+from ...rewards.registry import default_reward
+from ...rewards.shaping import ShapingConfig
+from ...environments.strands_env import StrandsEnv
+from ...episodes.record import Episode, Status
+from ...errors import InputError
+from ...sampling.protocol import SamplingParams
+from .sampler import VerlServerSampler
+
+TASK_KEY = "agentboost_task"  # extra_info field holding the agentboost task as JSON
+
+
+class AgentLoopConfigError(InputError):
+    pass
+
+
+class RowTaskError(InputError):
+    pass
+
+
+@lru_cache(maxsize=64)
+def _configured(agent_json: str, env_json: str) -> tuple[StrandsAgentSpec, StrandsEnv]:
+    """The agent specification and environment of a YAML entry, validated once per worker."""
+    agent, env = json.loads(agent_json), json.loads(env_json)
+    try:
+        spec = StrandsAgentSpec(**agent).validate()
+        shaping = env.pop("shaping", None)
+        environment = StrandsEnv(**env, shaping=ShapingConfig(**shaping) if shaping else None)
+    except TypeError as e:
+        raise AgentLoopConfigError(f"agent loop YAML: {e} (agent keys: {sorted(agent)}, env keys: {sorted(env)})") from None
+    if environment.reward is None:
+        environment.reward = default_reward(spec.agent_type)
+    if environment.reward is None:
+        raise AgentLoopConfigError(f"agent loop YAML: env.reward is not set and agent type {spec.agent_type!r} "
+                                   "has no default reward")
+    return spec, environment.validate()
+
+
+_RENDERERS: dict[tuple[int, str], ChatRenderer] = {}
+
+
+def _renderer(tokenizer, template_kwargs: dict[str, Any]) -> ChatRenderer:
+    key = (id(tokenizer), json.dumps(template_kwargs, sort_keys=True))
+    if key not in _RENDERERS:
+        _RENDERERS[key] = ChatRenderer(tokenizer, template_kwargs=template_kwargs)
+    return _RENDERERS[key]
+
+
+def _plain(value: Any) -> Any:
+    """OmegaConf containers (what Hydra hands over) -> plain Python."""
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        if isinstance(value, (DictConfig, ListConfig)):
+            return OmegaConf.to_container(value, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf comes with veRL
+        pass
+    return value
+
+
+def task_from_row(row: dict[str, Any]) -> dict[str, Any]:
+    """The agentboost task of a veRL dataset row: ``extra_info.agentboost_task`` (JSON, as
+    ``agentboost data verl`` writes it), else ``extra_info`` itself when it has a question, else
+    the last user message of ``raw_prompt``."""
+    extra = _plain(row.get("extra_info")) or {}
+    if isinstance(extra, dict) and extra.get(TASK_KEY):
+        raw = extra[TASK_KEY]
+        try:
+            task = json.loads(raw) if isinstance(raw, str) else dict(raw)
+        except (ValueError, TypeError) as e:
+            raise RowTaskError(f"row extra_info.{TASK_KEY}: not a JSON object ({e})") from None
+    elif isinstance(extra, dict) and isinstance(extra.get("question"), str):
+        task = dict(extra)
+    else:
+        prompt = _plain(row.get("raw_prompt"))
+        users = [m for m in prompt or [] if isinstance(m, dict) and m.get("role") == "user"]
+        if not users or not isinstance(users[-1].get("content"), str):
+            raise RowTaskError("row has neither extra_info.agentboost_task, extra_info.question nor a user "
+                               "message in its prompt")
+        task = {"question": users[-1]["content"]}
+    if not isinstance(task, dict):
+        raise RowTaskError(f"row extra_info.{TASK_KEY}: expected an object, got {type(task).__name__}")
+    task.setdefault("task_id", str(extra.get("task_id", extra.get("index", row.get("index", "row")))))
+    task["task_id"] = str(task["task_id"])
+    return task
+
+
+class StrandsAgentLoop(AgentLoopBase):
+    def __init__(self, trainer_config, server_manager, tokenizer, processor, dataset_cls, data_config,
+                 agent: dict | None = None, env: dict | None = None, max_new_tokens: int | None = None,
+                 stop_token_ids: list[int] | None = None, template_kwargs: dict | None = None,
+                 score_timeout_s: float = 120.0, name: str | None = None, **kwargs: Any):
+        kwargs.pop("tools", None)  # veRL's own tool list; this loop's tools are under ``agent``
+        super().__init__(trainer_config, server_manager, tokenizer, processor, dataset_cls, data_config, **kwargs)
+        self.name = name
+        self.agent_config = _plain(agent) or {}
+        self.env_config = _plain(env) or {}
+        self.spec, self.env = _configured(json.dumps(self.agent_config, sort_keys=True),
+                                          json.dumps(self.env_config, sort_keys=True))
+        kw = {**(_plain(self.apply_chat_template_kwargs) or {}), **(_plain(template_kwargs) or {})}
+        self.renderer = _renderer(tokenizer, kw)
+        self.prompt_length = int(self.rollout_config.prompt_length)
+        self.response_length = int(self.rollout_config.response_length)
+        self.max_new_tokens = int(max_new_tokens or self.response_length)
+        stops = {self.renderer.turn_end_id, *(int(t) for t in (_plain(stop_token_ids) or []))}
+        if tokenizer.eos_token_id is not None:
+            stops.add(int(tokenizer.eos_token_id))
+        self.stop_token_ids = tuple(sorted(stops))
+        self.score_timeout_s = float(score_timeout_s)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        t0 = time.perf_counter()
+        want_logprobs = bool(sampling_params.get("logprobs"))
+        try:
+            task = task_from_row(kwargs)
+        except RowTaskError as e:
+            ep = Episode(episode_id=uuid.uuid4().hex, task_id=str(kwargs.get("index", "?")),
+                         group_id=str(kwargs.get("uid", "?")), status=Status.ERROR, error=str(e))
+            return self._output(ep, want_logprobs, t0)
+        ep = await self.run_episode(task, sampling_params, group_id=str(kwargs.get("uid", task["task_id"])))
+        return self._output(ep, want_logprobs, t0)
+
+    async def run_episode(self, task: dict[str, Any], sampling_params: dict[str, Any], group_id: str) -> Episode:
+        """One scored episode (never raises): run with the rollout's parameters, scored off the
+        event loop, failed reward applied where the group policy applies it."""
+        episode_id = uuid.uuid4().hex  # also the request id: every turn goes to the same server
+        sampler = VerlServerSampler(self.server_manager, episode_id, sampling_params, self.stop_token_ids)
+        sampling = SamplingParams(temperature=float(sampling_params.get("temperature", 1.0)),
+                                  top_p=float(sampling_params.get("top_p", 1.0)),
+                                  max_new_tokens=self.max_new_tokens, stop_token_ids=self.stop_token_ids)
+        try:
+            # run_episode enforces the agent's timeout_s; this outer guard catches what hangs
+            # outside the agent (e.g. a tool thread that never yields back)
+            ep = await asyncio.wait_for(
+                # the environment gives the first message (or the conversation, e.g. tau2's user
+                # simulator); the reward is applied below, off the event loop
+                run_episode(self.spec, task, sampler, self.renderer, sampling, env=self.env, group_id=group_id,
+                            episode_id=episode_id, always_extend=True,
+                            sequence_budget=(self.prompt_length, self.response_length), score=False),
+                timeout=self.spec.timeout_s + 30.0)
+        except TimeoutError:
+            ep = Episode(episode_id=episode_id, task_id=task["task_id"], group_id=group_id, status=Status.TIMEOUT,
+                         error=f"episode exceeded its {self.spec.timeout_s:g} s limit (outer guard)")
+        except Exception as e:  # noqa: BLE001 - recorded on the row, never raised into veRL
+            ep = Episode(episode_id=episode_id, task_id=task["task_id"], group_id=group_id, status=Status.ERROR,
+                         error=f"{type(e).__name__}: {e}")
+        if not ep.failed and len(ep.segments) != 1:
+            ep.status, ep.error = Status.ERROR, f"always-extend mode produced {len(ep.segments)} segments"
+        if not ep.failed:
+            t1 = time.perf_counter()
+            # the reward may run code in the sandbox: off the worker's event loop, on a copy, so that
+            # a reward still running after its time limit cannot change the row afterwards
+            scored = dataclasses.replace(ep)
+            try:
+                await asyncio.wait_for(asyncio.to_thread(self.env.score, task, scored), timeout=self.score_timeout_s)
+            except TimeoutError:
+                ep.status, ep.error = Status.TIMEOUT, f"reward exceeded its {self.score_timeout_s:g} s limit"
+            else:
+                for name in ("status", "error", "reward", "reward_components", "reward_metadata"):
+                    setattr(ep, name, getattr(scored, name))
+            ep.timings["reward_s"] = time.perf_counter() - t1
+        apply_group_policy([ep], GroupPolicy.KEEP, failed_reward=self.env.failed_reward)
+        return ep
+
+    def _output(self, ep: Episode, want_logprobs: bool, t0: float) -> AgentLoopOutput:
+        if ep.failed or not ep.calls:
+            if not ep.failed:  # nothing sampled, e.g. a limit of zero: still a row, still scored
+                ep.error = ep.error or "no model call was made"
+            prompt, response, mask, logprobs = [self.pad_id], [self.pad_id], [1], [0.0]
+        else:
+            prompt = list(ep.calls[0].prompt_ids)
+            seg = ep.segments[0]
+            response, mask = seg.input_ids[len(prompt):], seg.loss_mask[len(prompt):]
+            sampled = iter(lp for c in ep.calls for lp in c.response_logprobs)
+            logprobs = [next(sampled) if m else 0.0 for m in mask]
+        reward = ep.reward if ep.reward is not None else self.env.failed_reward
+        tool_errors = sum(1 for t in ep.tool_calls if not t.ok)
+        forced = ep.metadata.get("forced_extensions", {})
+        outcome = ep.reward_components.get("outcome", reward) if not ep.failed else reward
+        return AgentLoopOutput(
+            prompt_ids=prompt, response_ids=response, response_mask=mask,
+            response_logprobs=logprobs if want_logprobs else None,
+            reward_score=float(reward),
+            num_turns=len(ep.messages),
+            metrics=AgentLoopMetrics(generate_sequences=ep.timings.get("model_s", 0.0),
+                                     tool_calls=max(0.0, ep.timings.get("wall_s", 0.0) - ep.timings.get("model_s", 0.0)),
+                                     compute_score=ep.timings.get("reward_s", 0.0)),
+            extra_fields={
+                "turn_scores": [], "tool_rewards": [],
+                "agentboost_status": str(ep.status), "agentboost_reward": float(reward), "agentboost_error": ep.error or "",
+                "agentboost_task_id": ep.task_id, "agentboost_episode_id": ep.episode_id,
+                "agentboost_model_calls": len(ep.calls), "agentboost_tool_calls": len(ep.tool_calls),
+                "agentboost_tool_errors": tool_errors, "agentboost_malformed_tool_calls": ep.malformed_tool_calls,
+                "agentboost_forced_extensions": sum(forced.values()),
+                "agentboost_forced_extension_reasons": json.dumps(forced, sort_keys=True),
+                "agentboost_wall_s": time.perf_counter() - t0,
+                # the same keys on every row: veRL turns them into per-data-source metrics
+                "reward_extra_info": {"outcome": float(outcome), "failed": float(ep.failed),
+                                      "truncated": float(ep.status == Status.TRUNCATED),
+                                      "tool_calls": float(len(ep.tool_calls))},
+            },
+        )

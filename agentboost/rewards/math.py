@@ -1,0 +1,83 @@
+"""The ``math`` reward: answer equivalence with ``math-verify``; 1.0 / 0.0.
+
+The final answer is extracted from the last ``\\boxed{...}`` first, then from the patterns in
+``ANSWER_PATTERNS`` (override per task with ``answer_pattern``, a regex with one group), then the
+last number. The extracted answer is kept in the metadata.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from ..episodes.record import Episode
+from .registry import RewardResult
+
+ANSWER_PATTERNS = [
+    r"(?i)final answer\s*(?:is|:)\s*\$?([^\n$]+?)\$?\s*(?:\.|$)",
+    r"(?i)answer\s*(?:is|:)\s*\$?([^\n$]+?)\$?\s*(?:\.|$)",
+    r"####\s*([^\n]+)",
+]
+_NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?")
+
+
+def last_boxed(text: str) -> str | None:
+    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
+    if start < 0:
+        return None
+    i = text.index("{", start) + 1
+    depth = 1
+    for j in range(i, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i:j].strip()
+    return None
+
+
+def extract_answer(text: str | None, patterns: list[str] | None = None) -> tuple[str | None, str]:
+    if not text:
+        return None, "none"
+    boxed = last_boxed(text)
+    if boxed:
+        return boxed, "boxed"
+    for pat in patterns or ANSWER_PATTERNS:
+        found = re.findall(pat, text)
+        if found:
+            return found[-1].strip(), "pattern"
+    numbers = _NUMBER.findall(text)
+    if numbers:
+        return numbers[-1].replace(",", ""), "last_number"
+    return None, "none"
+
+
+def equivalent(gold: str, answer: str) -> bool:
+    from math_verify import parse, verify
+
+    # math-verify times out with signals, which only the main thread may use
+    main = threading.current_thread() is threading.main_thread()
+    kw = {} if main else {"parsing_timeout": None}
+    g = parse(f"${gold}$", **kw)
+    a = parse(f"${answer}$", **kw)
+    if not g or not a:
+        return gold.strip() == answer.strip()
+    return bool(verify(g, a, **({} if main else {"timeout_seconds": None})))
+
+
+def math_reward(task: dict[str, Any], episode: Episode) -> RewardResult:
+    if task.get("answer") in (None, ""):
+        raise KeyError(f"task {task.get('task_id')!r} has no 'answer' for the math reward")
+    gold = str(task["answer"])
+    patterns = [task["answer_pattern"]] if task.get("answer_pattern") else None
+    answer, how = extract_answer(episode.final_answer, patterns)
+    ok = answer is not None and equivalent(gold, answer)
+    if not ok and answer is not None and how == "pattern":
+        number = _NUMBER.search(answer)  # "18 dollars", "x = 5 cm": the number without its unit
+        if number and number.group(0) != answer:
+            ok = equivalent(gold, number.group(0).replace(",", ""))
+    score = 1.0 if ok else 0.0
+    return RewardResult(score=score, components={"outcome": score},
+                        metadata={"extracted": answer, "extracted_by": how, "expected": gold})

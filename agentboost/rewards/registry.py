@@ -1,0 +1,143 @@
+"""The reward registry: name -> function, with a default per agent type.
+
+A reward function receives the task (the dataset row) and the finished episode (messages, tool
+calls, final answer, status) and returns a ``RewardResult`` (or a plain number, taken as the
+outcome). Functions that raise are caught by the caller: the episode is marked ``error``.
+Built-in rewards in other modules are found by name through a lazy table (``_BUILTIN``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..episodes.record import Episode
+from ..errors import InputError
+from ..imports import ImportPathError, import_object
+
+
+@dataclass
+class RewardResult:
+    score: float
+    components: dict[str, float] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+RewardFn = Callable[[dict[str, Any], Episode], "RewardResult | float"]
+
+_REWARDS: dict[str, RewardFn] = {}
+# Built-in rewards that live in their own modules, imported on first use: their modules import
+# this one (for RewardResult), never the other way round, and their dependencies (the sandbox,
+# math-verify) load only when asked for.
+_BUILTIN = {
+    "code": "agentboost.rewards.code:code_reward",
+    "code_partial": "agentboost.rewards.code:code_partial_reward",
+    "math": "agentboost.rewards.math:math_reward",
+}
+_DEFAULTS: dict[str, str] = {}
+
+
+class UnknownRewardError(InputError, KeyError):
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class RewardRegistrationError(ValueError):
+    """A second, different function registered under a taken name (as veRL's registries refuse)."""
+
+
+def register_reward(name: str, fn: RewardFn | None = None):
+    """``register_reward("name", fn)`` or as a decorator ``@register_reward("name")``. A name
+    holds one function: registering another one under it is an error."""
+    def deco(f: RewardFn) -> RewardFn:
+        taken = _REWARDS.get(name)
+        if name in _BUILTIN or (taken is not None and taken is not f):
+            raise RewardRegistrationError(
+                f"reward {name!r} is already registered ({_describe(_REWARDS.get(name)) if taken else _BUILTIN[name]}); "
+                "choose another name")
+        _REWARDS[name] = f
+        return f
+
+    return deco(fn) if fn is not None else deco
+
+
+def _describe(fn: Any) -> str:
+    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def registered_rewards() -> list[str]:
+    return sorted({*_REWARDS, *_BUILTIN})
+
+
+def set_default_reward(agent_type: str, name: str) -> None:
+    get_reward(name)
+    _DEFAULTS[agent_type] = name
+
+
+def default_reward(agent_type: str) -> str | None:
+    return _DEFAULTS.get(agent_type)
+
+
+def get_reward(name_or_path: str) -> RewardFn:
+    """A registered name, or an import path (``module:function``) to any reward function."""
+    if name_or_path in _REWARDS:
+        return _REWARDS[name_or_path]
+    if name_or_path in _BUILTIN:
+        return import_object(_BUILTIN[name_or_path], "built-in reward")
+    if ":" in name_or_path:
+        try:
+            fn = import_object(name_or_path, "reward function")
+        except ImportPathError as e:
+            raise UnknownRewardError(str(e)) from None
+        if not callable(fn):
+            raise UnknownRewardError(f"reward {name_or_path!r} is not callable")
+        return fn
+    raise UnknownRewardError(
+        f"unknown reward {name_or_path!r}; registered: {', '.join(registered_rewards()) or '(none)'}; "
+        "or give an import path module:function"
+    )
+
+
+def as_result(value: RewardResult | float | int) -> RewardResult:
+    if isinstance(value, RewardResult):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"a reward function must return a RewardResult or a number, got {type(value).__name__}")
+    return RewardResult(score=float(value), components={"outcome": float(value)})
+
+
+_NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def last_number(text: str | None) -> float | None:
+    if not text:
+        return None
+    found = _NUMBER.findall(text)
+    if not found:
+        return None
+    return float(found[-1].replace(",", ""))
+
+
+@register_reward("exact_answer")
+def exact_answer(task: dict[str, Any], episode: Episode) -> RewardResult:
+    """1.0 when the final answer's last number equals the task's ``answer`` (numbers compared
+    numerically), or, for non-numeric answers, when the stripped texts are equal."""
+    if "answer" not in task:
+        raise KeyError(f"task {task.get('task_id')!r} has no 'answer' field for the exact_answer reward")
+    expected = str(task["answer"]).strip()
+    got_text = (episode.final_answer or "").strip()
+    want = last_number(expected)
+    if want is not None and _NUMBER.fullmatch(expected.replace(" ", "")):
+        got = last_number(got_text)
+        ok = got is not None and abs(got - want) < 1e-9
+        meta = {"extracted": got, "expected": want}
+    else:
+        ok = got_text == expected
+        meta = {"extracted": got_text[-200:], "expected": expected}
+    score = 1.0 if ok else 0.0
+    return RewardResult(score=score, components={"outcome": score}, metadata=meta)
+
+
+set_default_reward("calculator", "exact_answer")
+_DEFAULTS.update({"code": "code", "math": "math"})

@@ -1,0 +1,61 @@
+"""``agentboost score``: given answers (``task_id``, ``answer``) scored with any reward, each as a
+one-message episode, so a reward sees exactly what it would see at the end of a rollout."""
+
+from __future__ import annotations
+
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..episodes.record import Episode
+from ..files import iter_jsonl
+from ..tasks import TaskFileError
+from .registry import as_result, get_reward
+
+
+@dataclass
+class ScoredAnswer:
+    task_id: str
+    score: float
+    verdict: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def read_answers(path: str, tasks: dict[str, dict[str, Any]], tasks_path: str) -> list[dict[str, Any]]:
+    answers = []
+    for lineno, row in iter_jsonl(path, TaskFileError):
+        if not isinstance(row, dict) or "task_id" not in row or not isinstance(row.get("answer"), str):
+            raise TaskFileError(f"{path}:{lineno}: expected an object with task_id and answer (text)")
+        if str(row["task_id"]) not in tasks:
+            raise TaskFileError(f"{path}:{lineno}: task_id {row['task_id']!r} is not in {tasks_path}")
+        answers.append(row)
+    return answers
+
+
+def score_answers(reward_name: str, tasks: dict[str, dict[str, Any]], answers: list[dict[str, Any]],
+                  jobs: int = 4) -> list[ScoredAnswer]:
+    """Score every answer (``jobs`` at once); a reward that raises scores 0 with its error kept."""
+    reward = get_reward(reward_name)
+
+    def one(row: dict[str, Any]) -> ScoredAnswer:
+        tid = str(row["task_id"])
+        ep = Episode(episode_id=f"score-{tid}", task_id=tid, group_id=tid, final_answer=row["answer"],
+                     messages=[{"role": "assistant", "content": [{"text": row["answer"]}]}])
+        try:
+            res = as_result(reward(tasks[tid], ep))
+        except Exception as e:  # the reward's failure is this answer's verdict, not the run's end
+            return ScoredAnswer(tid, 0.0, f"reward error: {type(e).__name__}", {"error": f"{type(e).__name__}: {e}"})
+        verdict = res.metadata.get("verdict") or ("passed" if res.score >= 1.0 else "failed")
+        return ScoredAnswer(tid, res.score, verdict, res.metadata)
+
+    with ThreadPoolExecutor(max(1, jobs)) as ex:
+        return list(ex.map(one, answers))
+
+
+def tests_by_verdict(results: list[ScoredAnswer]) -> Counter:
+    """Tests run, per verdict, over all answers (rewards that run tests report ``test_verdicts``)."""
+    tests: Counter = Counter()
+    for r in results:
+        tests.update(r.metadata.get("test_verdicts") or {})
+    return tests

@@ -1,7 +1,0 @@
-"""tau2 telecom's agent tools for an agent spec (``tools=["agentboost.tools.tau2_telecom"]``, which pool
-workers import by name): the toolkit's methods with their real signatures and docstrings; each
-episode acts on its own environment, made from its task row (``tau2_domain.episode_tools``)."""
-
-from ..environments.tau2_domain import episode_tools
-
-globals().update({t.tool_name: t for t in episode_tools("telecom")})

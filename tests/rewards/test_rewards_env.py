@@ -1,0 +1,108 @@
+"""Reward registry, StrandsEnv and shaping."""
+
+import subprocess
+import sys
+
+import pytest
+
+from agentboost.rewards.groups import apply_group_policy
+from agentboost.rewards.registry import (RewardResult, UnknownRewardError, default_reward, get_reward,
+                                             register_reward, registered_rewards, set_default_reward)
+from agentboost.rewards.shaping import ShapingConfig, shaping_terms
+from agentboost.environments.strands_env import StrandsEnv, TaskFormatError
+from agentboost.episodes.record import Episode, ModelCall, ToolCallRecord
+
+
+def episode(final="The answer is 42.", tools=(), calls=1, status="ok"):
+    ep = Episode(episode_id="e", task_id="t", group_id="g", status=status, final_answer=final)
+    ep.tool_calls = [ToolCallRecord(name=n, ok=ok, outcome=o) for n, ok, o in tools]
+    ep.calls = [ModelCall(prompt_ids=[1], response_ids=[2], response_logprobs=[0.0], finish_reason="stop")] * calls
+    return ep
+
+
+def test_unknown_reward_lists_registered_names():
+    with pytest.raises(UnknownRewardError) as e:
+        get_reward("exact_anwser")
+    assert "exact_answer" in str(e.value) and "registered:" in str(e.value)
+    r = subprocess.run([sys.executable, "-m", "agentboost.cli", "rollout", "--reward", "nope"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "unknown reward 'nope'" in r.stderr and "exact_answer" in r.stderr
+
+
+def test_register_lookup_defaults_and_import_paths():
+    @register_reward("test_length")
+    def length_reward(task, ep):
+        return RewardResult(score=len(ep.final_answer or "") / 100, components={"outcome": 0.17})
+
+    assert "test_length" in registered_rewards() and get_reward("test_length") is length_reward
+    set_default_reward("test_agent", "test_length")
+    assert default_reward("test_agent") == "test_length"
+    assert default_reward("calculator") == "exact_answer"
+    assert get_reward("agentboost.testing.faults:fault_reward")(
+        {"task_id": "t"}, episode()) == 1.0
+    with pytest.raises(UnknownRewardError):
+        set_default_reward("x", "not_registered")
+
+
+def test_exact_answer():
+    fn = get_reward("exact_answer")
+    assert fn({"answer": "42"}, episode("so 17 + 25 = 42.")).score == 1.0
+    assert fn({"answer": "42"}, episode("I think 41")).score == 0.0
+    assert fn({"answer": "1,000"}, episode("It is 1000")).score == 1.0
+    assert fn({"answer": "-3.5"}, episode("x = -3.50")).score == 1.0
+    r = fn({"answer": "Paris"}, episode(" Paris "))
+    assert r.score == 1.0 and r.metadata["expected"] == "Paris"
+    assert fn({"answer": "42"}, episode(None)).score == 0.0
+
+
+def test_failures_get_their_reward_in_one_place_the_group_policy():
+    # the environment scores episodes that ran to an end; failed ones (and those whose reward
+    # raised) are left for the group policy, the one place that gives them the failed reward
+    env = StrandsEnv(reward="exact_answer", failed_reward=-0.5)
+    timed_out = episode(status="timeout")
+    env.score({"answer": "42"}, timed_out)
+    assert timed_out.reward is None and timed_out.status == "timeout"
+    raised = episode()
+    env.score({"task_id": "t7"}, raised)  # no answer: the reward raises
+    assert raised.status == "error" and "no 'answer' field" in raised.error and raised.reward is None
+    fine = episode()
+    env.score({"answer": "42"}, fine)
+    assert fine.reward == 1.0 and fine.reward_components == {"outcome": 1.0}
+    for e in (timed_out, raised, fine):
+        e.group_id = "g"
+    kept, report = apply_group_policy([timed_out, raised, fine], "keep", failed_reward=env.failed_reward)
+    assert kept == [timed_out, raised, fine] and report.failed_episodes == 2
+    assert timed_out.reward == raised.reward == -0.5 and raised.reward_components == {"failed": -0.5}
+    assert fine.reward == 1.0 and not fine.failed and timed_out.failed
+    with pytest.raises(ValueError, match="group policy must be one of"):
+        apply_group_policy([fine], "kepp")
+
+
+def test_first_message_from_field_or_template():
+    assert StrandsEnv().first_message({"question": "q?"}) == "q?"
+    env = StrandsEnv(prompt_template="Solve: {problem} ({level})")
+    assert env.first_message({"problem": "1+1", "level": "easy"}) == "Solve: 1+1 (easy)"
+    with pytest.raises(TaskFormatError, match="no field 'level'"):
+        env.first_message({"task_id": "t", "problem": "1+1"})
+    with pytest.raises(TaskFormatError, match="names no task field"):
+        StrandsEnv(prompt_template="constant").validate()
+
+
+def test_shaping_is_separate_capped_and_off_by_default():
+    env = StrandsEnv(reward="exact_answer")
+    ep = episode(tools=[("calc", True, None)] * 3)
+    env.score({"answer": "42"}, ep)
+    assert ep.reward_components == {"outcome": 1.0}
+    cfg = ShapingConfig.preset()
+    farmed = episode(tools=[("calc", True, "verified")] * 50, calls=40)
+    terms = shaping_terms(cfg, farmed)
+    assert terms == {"tool_success": pytest.approx(0.3), "verification": pytest.approx(0.1),
+                     "step_penalty": pytest.approx(-0.1)}
+    env = StrandsEnv(reward="exact_answer", shaping=cfg)
+    ep = episode(final="wrong", tools=[("calc", True, None), ("calc", False, None)], calls=2)
+    env.score({"answer": "42"}, ep)
+    assert ep.reward_components == {"outcome": 0.0, "tool_success": pytest.approx(0.1),
+                                    "verification": 0.0, "step_penalty": pytest.approx(-0.02)}
+    assert ep.reward == pytest.approx(0.08)
+    with pytest.raises(ValueError):
+        ShapingConfig(step_penalty=0.1)
