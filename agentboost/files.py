@@ -1,4 +1,5 @@
-"""Files: the one JSONL reader, and atomic writes of files and directories.
+"""Files: the one JSONL reader, atomic (and durable) writes of files and directories, SHA-256
+hashes and manifests.
 
 Everything agentboost publishes (checkpoints, model directories, datasets, pointers) is written
 under a temporary name in the same directory and renamed into place, so a process killed at any
@@ -38,11 +39,11 @@ def iter_jsonl(path: str | os.PathLike[str], error: type[Exception] = ValueError
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside ``path`` to write; renamed to ``path`` when the block succeeds,
-    removed when it fails."""
+def atomic_file(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` to write (``.<name>.tmp-XXXX<suffix>``, created with
+    mode 0600); renamed to ``path`` when the block succeeds, removed when it fails."""
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.tmp-", dir=p.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.tmp-", suffix=suffix, dir=p.parent)
     os.close(fd)
     try:
         yield Path(tmp)
@@ -53,12 +54,56 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
         raise
 
 
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """``text`` (UTF-8) to ``path`` atomically, flushed to disk before the rename."""
     with atomic_file(path) as tmp:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        _write_synced(tmp, text.encode("utf-8"))
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """Make a rename or removal in directory ``path`` durable (best effort: some file systems and
+    platforms cannot open or sync a directory)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode_from: str | os.PathLike[str] | None = None,
+                       suffix: str = "") -> None:
+    """``data`` to ``path`` so that ``path`` is at every moment wholly old or wholly new, durably:
+    the temporary file (``suffix``: see ``atomic_file``) is fsynced before the rename and the
+    directory after it. The permission bits are those of ``mode_from`` when it exists, else of the
+    file being replaced; a new file without either keeps 0600."""
+    p = Path(path)
+    with atomic_file(p, suffix=suffix) as tmp:
+        _write_synced(tmp, data)
+        source = next((Path(s) for s in (mode_from, p) if s is not None and Path(s).exists()), None)
+        if source is not None:
+            os.chmod(tmp, source.stat().st_mode & 0o7777)
+    fsync_dir(p.parent)
+
+
+def remove_durably(path: str | os.PathLike[str]) -> None:
+    """Remove ``path`` (nothing when it is already gone) and make the removal durable."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return
+    fsync_dir(Path(path).parent)
 
 
 @contextlib.contextmanager
@@ -87,6 +132,10 @@ def atomic_directory(final: str | os.PathLike[str], replace: bool = True) -> Ite
 
 
 # -- manifests: what a published directory holds, checked before it is trusted ----------------
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def sha256_file(path: str | os.PathLike[str]) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

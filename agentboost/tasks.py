@@ -69,3 +69,18 @@ def write_generated_splits(problem, out: str | Path, train: int, test: int, seed
         with open(out / f"{split}.jsonl", "w") as f:
             for i, p in enumerate(part):
                 f.write(json.dumps({"task_id": f"{split}-{i}", **p}) + "\n")
+
+
+def generated_splits_main(problem, default_out: str | Path, default_seed: int, argv: list[str] | None = None) -> None:
+    """The examples' data generators' command line (``--out``, ``--train``, ``--test``, ``--seed``)
+    around ``write_generated_splits``."""
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=str(default_out))
+    ap.add_argument("--train", type=int, default=400)
+    ap.add_argument("--test", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=default_seed)
+    args = ap.parse_args(argv)
+    write_generated_splits(problem, args.out, args.train, args.test, args.seed)
+    print(f"wrote {args.train} train and {args.test} test problems to {args.out}")

@@ -14,8 +14,8 @@ import tempfile
 import time
 
 from agentboost.agents.chat_rendering import ChatRenderer
-from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.agents.episode_runner import run_episode
+from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.models.embedded import prepare_embedded
 from agentboost.models.loading import load_policy
 from agentboost.sampling.local_engine import EngineSampler, LocalEngine

@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 from agentboost.agents.chat_rendering import ChatRenderer
-from agentboost.models.loading import load_policy, resolve_model_path
 from agentboost.episodes.record import shared_prefix_len
+from agentboost.models.loading import load_policy, resolve_model_path
 from agentboost.sampling.local_engine import LocalEngine
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.tools.calculator import calculator

@@ -69,8 +69,8 @@ def evaluate(records: list[dict], out: Path, eval_seed: int, max_tasks: int | No
     from safetensors.torch import load_file
 
     from agentboost.agents.strands_process_pool import StrandsProcessPool
-    from agentboost.rewards.groups import apply_group_policy
     from agentboost.models.loading import load_policy, resolve_model_path
+    from agentboost.rewards.groups import apply_group_policy
     from agentboost.sampling.protocol import SamplingParams
     from agentboost.sampling.spec import SamplerSpec
     from agentboost.sampling.vllm_server import VLLMPolicyServer, require_vllm_python

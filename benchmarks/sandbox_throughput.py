@@ -13,7 +13,14 @@ import subprocess
 import tempfile
 import time
 
-from agentboost.sandbox.runner import SandboxLimits, _child_setup, _next_uid, _scratch_base, protections, run_python
+from agentboost.sandbox.runner import (
+    SandboxLimits,
+    _child_setup,
+    _next_uid,
+    _scratch_base,
+    protections,
+    run_python,
+)
 
 PROGRAM = "print(sum(range(100)))\n"
 

@@ -43,7 +43,12 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from agentboost.models.loading import resolve_model_path
-    from agentboost.sampling.vllm_server import VLLMPolicyServer, cpu_build_env, is_cpu_build, require_vllm_python
+    from agentboost.sampling.vllm_server import (
+        VLLMPolicyServer,
+        cpu_build_env,
+        is_cpu_build,
+        require_vllm_python,
+    )
 
     python = require_vllm_python()
     if not is_cpu_build(python):

@@ -10,7 +10,6 @@ clear 400 error (never a substitute prompt).
 """
 
 import ray
-
 from verl.workers.rollout.vllm_rollout import vllm_async_server_upstream as _upstream
 from verl.workers.rollout.vllm_rollout.vllm_async_server_upstream import *  # noqa: F401,F403
 

@@ -1,9 +1,18 @@
-from pathlib import Path
+"""Fixtures shared by the tests; the plain helpers (``cli``, ``REPO``, ...) are in tests/helpers.py.
+The markers (slow, vllm, integration, gpu) are registered in pyproject.toml; tests/README.md says
+what each folder covers and how to run a part of the suite."""
 
 import pytest
+from helpers import QWEN3_DIR
 
-REPO = Path(__file__).resolve().parents[1]
-QWEN3_DIR = REPO.parent / "shared" / "fixtures" / "qwen3-tokenizer"
+
+def pytest_runtest_setup(item):
+    # @pytest.mark.gpu: a test that needs CUDA skips where torch sees no GPU (the CPU-only CI)
+    if item.get_closest_marker("gpu"):
+        import torch
+
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False here)")
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,7 @@ def test_data_shapes():
         task_rows([], "d")
 
 
+@pytest.mark.slow
 def test_train_status_evaluate_export(tmp_path, smollm2_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -22,9 +22,9 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ..environments.tau2.tasks import prepare_tau2
 from ..errors import InputError
 from ..files import atomic_file, iter_jsonl
-from ..environments.tau2.tasks import prepare_tau2
 
 COLUMNS = ("task_id", "question", "tests", "answer", "starter_code", "fn_name", "data_source", "metadata",
            "shown_public_example", "float_tol", "has_image")

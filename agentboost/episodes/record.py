@@ -179,6 +179,13 @@ def _extends(prompt: list[int], prefix: list[int]) -> bool:
     return len(prompt) >= len(prefix) and prompt[: len(prefix)] == prefix
 
 
+def segment_logprobs(ep: Episode, seg: Segment) -> list[float]:
+    """The sampled log-prob at every position of ``seg.input_ids``: its calls' response log-probs,
+    in order, under loss mask 1, and 0.0 under mask 0 (prompt, tool results, template text)."""
+    sampled = iter([lp for i in seg.call_indices for lp in ep.calls[i].response_logprobs])
+    return [next(sampled) if m else 0.0 for m in seg.loss_mask]
+
+
 def check_episode(ep: Episode | dict[str, Any]) -> list[str]:
     """Return the list of invariant violations (empty when the episode is consistent)."""
     if isinstance(ep, dict):

@@ -1,2 +1,2 @@
 """Integrations with other training stacks: veRL's agent loop and the rLLM path (the top layer
-but for the entry points)."""
+but for the entry points). ``rows``: episode -> training row, the one conversion both use."""

@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from ..episodes.record import shared_prefix_len
 from .protocol import SamplerError, SampleResult, SamplingParams
 
-
 SCHEDULES = ("oldest-episode", "fifo")  # fifo: arrival order, the baseline benchmarks compare with
 
 

@@ -1,4 +1,5 @@
-"""The policy served to worker processes: the one way ``train``, ``rollout`` and ``serve`` start it.
+"""The policy served to worker processes, and ``start_policy_server``: the one way the trainer,
+``eval``, ``rollout`` and ``serve`` start it.
 
 Two engines. ``hf``: the policy lives in this process (the trainer updates it in place); a
 loopback HTTP server puts it behind vLLM's ``/v1/completions`` contract, so workers reach it
@@ -8,8 +9,15 @@ exactly as they would reach a vLLM server. ``vllm``: a real vLLM server subproce
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
 from .completions_server import CompletionsServer
 from .local_engine import LocalEngine
+
+if TYPE_CHECKING:
+    from .vllm_server import VLLMPolicyServer
 
 ENGINES = ("hf", "vllm", "auto")
 
@@ -71,3 +79,59 @@ class PolicyServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class VLLMOptions:
+    """How the vllm engine's server runs (``rollout.vllm_*`` in a training config)."""
+
+    python: str | None = None  # the interpreter with vLLM; None: $AGENTBOOST_VLLM_PYTHON, else .venv-vllm
+    lora_sync: str = "auto"  # a LoRA policy reaches vLLM as a runtime "adapter", "merged" weights, or "auto"
+    kv_cache_gib: float = 1.0  # KV cache of the CPU build
+    max_model_len: int | None = None  # None: the model's own context length
+    startup_timeout_s: float = 600.0
+
+
+def start_policy_server(engine: str, model_path: str | os.PathLike[str], *, model: Any = None, tokenizer: Any = None,
+                        served_name: str | None = None, max_batch_size: int = 8, batch_wait_s: float = 0.01,
+                        host: str = "127.0.0.1", port: int | None = None, seed: int = 0, slots: int | None = None,
+                        vllm: VLLMOptions | None = None, lora_rank: int = 0, full_weight_sync: bool = False,
+                        workdir: str | os.PathLike[str] | None = None,
+                        weights_version: int = 0) -> tuple[str, PolicyServer | VLLMPolicyServer]:
+    """(engine name, started server) for ``engine`` (hf, vllm or auto, see ``resolve_engine``).
+
+    ``model_path``: the weights; ``model`` (and ``tokenizer``): the policy already loaded, e.g. the
+    trainer's, LoRA-wrapped. Without ``model``, ``model_path`` is an embedded model name or a model
+    directory, loaded here (hf) or resolved to its directory (vllm).
+
+    hf: the model is served from a thread of this process, at most ``max_batch_size`` requests
+    decoded together after waiting ``batch_wait_s`` for more; ``port`` None: a free one.
+    vllm: a server subprocess loads ``model_path`` (``vllm`` says how it runs) with ``max(16, slots)``
+    sequences in flight (``slots`` None: vLLM's default) and sampling seed ``seed``; with
+    ``weights_version`` > 0, ``model``'s weights (a LoRA adapter when ``lora_rank``, else the full
+    weights) are put on it at once, as a checkpoint's. ``full_weight_sync``: the full weights can be
+    published to it after an update. ``served_name``: the name the server answers to (default: the
+    model name as given when hf loads it here, else ``agentboost-policy``; ``base`` on vLLM)."""
+    vllm = vllm or VLLMOptions()
+    engine = resolve_engine(engine, vllm.python)
+    if engine == "vllm":
+        from .vllm_server import VLLMPolicyServer, is_cpu_build, require_vllm_python
+
+        python = require_vllm_python(vllm.python)
+        if model is None:
+            from ..models.loading import resolve_model_path
+
+            model_path = resolve_model_path(str(model_path))
+        merge = bool(lora_rank) and (vllm.lora_sync == "merged" or (vllm.lora_sync == "auto" and is_cpu_build(python)))
+        server = VLLMPolicyServer(
+            model_path, workdir=workdir, lora_rank=lora_rank, full_weight_sync=full_weight_sync, merge_lora=merge,
+            python=python, kv_cache_gib=vllm.kv_cache_gib, max_model_len=vllm.max_model_len,
+            startup_timeout_s=vllm.startup_timeout_s, seed=seed, host=host, port=port,
+            **({} if slots is None else {"max_num_seqs": max(slots, 16)}),
+            **({} if served_name is None else {"served_name": served_name}))
+        return engine, server.start(version=weights_version, model=model if weights_version else None)
+    kwargs = dict(batch_wait_s=batch_wait_s, host=host, port=port or 0,
+                  **({} if served_name is None else {"model_name": served_name}))
+    if model is None:
+        return engine, PolicyServer.from_pretrained(str(model_path), max_batch_size, **kwargs)
+    return engine, PolicyServer.start(model, tokenizer, max_batch_size, **kwargs)

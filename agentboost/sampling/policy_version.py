@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import atomic_write_text
+
 
 @dataclass(frozen=True)
 class PolicyVersion:
@@ -21,10 +23,7 @@ class PolicyVersion:
 
 
 def write_policy_version(path: str | os.PathLike[str], current: PolicyVersion) -> None:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"model": current.model, "version": current.version}))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps({"model": current.model, "version": current.version}))
 
 
 def read_policy_version(path: str | os.PathLike[str]) -> PolicyVersion:

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from ..episodes.record import Episode, shared_prefix_len
+from ..episodes.record import Episode, segment_logprobs, shared_prefix_len
 
 
 @dataclass
@@ -30,11 +30,8 @@ def rows_from_episodes(episodes: list[Episode]) -> list[TrainRow]:
         if ep.reward is None:
             continue
         for seg in ep.segments:
-            lps = [lp for i in seg.call_indices for lp in ep.calls[i].response_logprobs]
-            old, it = [], iter(lps)
-            for m in seg.loss_mask:
-                old.append(next(it) if m else 0.0)
-            rows.append(TrainRow(ep.episode_id, ep.group_id, list(seg.input_ids), list(seg.loss_mask), old))
+            rows.append(TrainRow(ep.episode_id, ep.group_id, list(seg.input_ids), list(seg.loss_mask),
+                                 segment_logprobs(ep, seg)))
     return rows
 
 

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from ..agents.strands_process_pool import StrandsProcessPool
-from ..rewards.groups import apply_group_policy
 from ..episodes.record import Episode, EpisodeWriter
 from ..episodes.summary import success_ci95, tool_use_metrics
 from ..errors import InputError
+from ..rewards.groups import apply_group_policy
 from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
 from .agent_setup import agent_spec, environment
@@ -125,7 +125,8 @@ def load_policy_spec(spec: str):
 
 def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, seed: int, workers: int, slots: int,
                out: Path | None, log=print) -> list[Episode]:
-    from .policy_engine import start_policy_server
+    from ..sampling.policy_server import start_policy_server
+    from .policy_engine import server_options
 
     model, tok, desc, tokenizer_path = load_policy_spec(spec)
     agent, env = agent_spec(cfg), environment(cfg)
@@ -136,9 +137,10 @@ def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, see
     # server as its adapter (or full weights) over the base model
     trained = (Path(spec) / "config.yaml").is_file()
     lora_rank = model.peft_config["default"].r if hasattr(model, "peft_config") else 0
-    engine, server = start_policy_server(cfg, model, tok, tokenizer_path, seed=seed, slots=workers * slots,
-                                         max_batch=workers * slots, lora_rank=lora_rank,
-                                         full_weight_sync=trained and not lora_rank, weights_version=int(trained))
+    engine, server = start_policy_server(model_path=tokenizer_path, model=model, tokenizer=tok, seed=seed,
+                                         slots=workers * slots, max_batch_size=workers * slots, lora_rank=lora_rank,
+                                         full_weight_sync=trained and not lora_rank, weights_version=int(trained),
+                                         **server_options(cfg))
     how = f", {server.sync} weights" if engine == "vllm" and trained else ""
     log(f"evaluating {desc} on {len(tasks)} tasks x {samples} ({engine} engine{how})")
     with server:

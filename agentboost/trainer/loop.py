@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import random
 import sys
 import time
@@ -23,10 +22,11 @@ import numpy as np
 import torch
 
 from ..agents.strands_process_pool import StrandsProcessPool
-from ..rewards.groups import apply_group_policy
+from ..episodes.passk import pass_at_k
 from ..episodes.record import STATUSES, Episode, EpisodeWriter
 from ..episodes.summary import split_metrics, success_ci95, tool_use_metrics
 from ..files import atomic_write_text
+from ..rewards.groups import apply_group_policy
 from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
 from ..tasks import load_tasks
@@ -67,12 +67,6 @@ class TaskStream:
 
     def load(self, state: dict[str, int]) -> None:
         self.epoch, self.offset = state["epoch"], state["offset"]
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 class Trainer:
@@ -138,7 +132,8 @@ class Trainer:
     # -- setup ------------------------------------------------------------------------------
     def _build_policy(self) -> None:
         from ..models.loading import load_policy, resolve_model_path
-        from .policy_engine import start_policy_server
+        from ..sampling.policy_server import start_policy_server
+        from .policy_engine import server_options
 
         cfg = self.cfg
         self.model_path = str(resolve_model_path(cfg.model.path))
@@ -164,9 +159,9 @@ class Trainer:
         slots = cfg.run.workers * cfg.run.slots
         # vllm: a server subprocess samples, the weights reach it after every update
         self.engine_name, self.policy_server = start_policy_server(
-            cfg, model, self.tokenizer, self.model_path, seed=cfg.run.seed, slots=slots,
-            max_batch=min(slots, cfg.run.max_batch), lora_rank=cfg.model.lora_r if cfg.model.lora else 0,
-            full_weight_sync=not cfg.model.lora, workdir=self.run_dir / "vllm")
+            model_path=self.model_path, model=model, tokenizer=self.tokenizer, seed=cfg.run.seed, slots=slots,
+            max_batch_size=min(slots, cfg.run.max_batch), lora_rank=cfg.model.lora_r if cfg.model.lora else 0,
+            full_weight_sync=not cfg.model.lora, workdir=self.run_dir / "vllm", **server_options(cfg))
         policy_file = None
         if self.engine_name == "vllm":
             self.log(f"vLLM server up in {self.policy_server.server.startup_s:.0f} s at {self.policy_server.url}, "

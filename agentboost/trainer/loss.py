@@ -126,7 +126,13 @@ def token_logprobs(model, batch: dict[str, Any], temperature: float, checkpoint_
     predict no trained token and are 0. The vocabulary-wide log-softmax is never materialised for
     the whole batch, and with ``checkpoint_layers`` (when gradients are recorded) the rows' pass
     keeps only each decoder layer's input, recomputing the layer in backward (see ``logprobs``)."""
-    from .logprobs import checkpointed_layers, head_supports_chunking, hidden_logprobs, logits_logprobs, read_only_prefix
+    from .logprobs import (
+        checkpointed_layers,
+        head_supports_chunking,
+        hidden_logprobs,
+        logits_logprobs,
+        read_only_prefix,
+    )
 
     ids, attn = batch["input_ids"], batch["attention_mask"]
     shared = batch.get("shared_prefix", 0)

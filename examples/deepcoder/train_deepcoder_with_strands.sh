@@ -11,79 +11,15 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
-MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3-4B}
 DATA_DIR=${DATA_DIR:-$HOME/data/deepcoder_strands}
 CKPT_DIR=${CKPT_DIR:-$HOME/checkpoints/deepcoder_strands}
-N_GPUS=${N_GPUS:-8}
-NNODES=${NNODES:-1}
-LORA_RANK=${LORA_RANK:-0}   # 0: full fine-tuning; e.g. 32 trains LoRA adapters instead
+EXPERIMENT=deepcoder_strands_qwen3_4b
+TRAIN_BATCH_SIZE=64             # tasks per step (x rollout.n episodes)
+MAX_PROMPT_LENGTH=4096          # system prompt, tool specs, problem
+MAX_RESPONSE_LENGTH=16384       # all turns, tool results included
+PPO_MINI_BATCH_SIZE=16          # tasks per optimizer step
+PPO_MAX_TOKEN_LEN_PER_GPU=24576 # >= prompt + response length
+TEST_FREQ=10
+SAVE_FREQ=20
 
-ARGS=(
-  # --- data: rows written by prepare_deepcoder_data.py; agent_name selects the agent loop
-  data.train_files="$DATA_DIR/verl_train.parquet"
-  data.val_files="$DATA_DIR/verl_test.parquet"
-  data.train_batch_size=64                 # tasks per step (x rollout.n episodes)
-  data.max_prompt_length=4096              # first prompt: system prompt, tool specs, problem
-  data.max_response_length=16384           # everything after it: all turns, tool results included
-  data.filter_overlong_prompts=True        # drop problems whose question alone is too long
-  data.truncation=error
-  # --- model
-  actor_rollout_ref.model.path="$MODEL_PATH"
-  actor_rollout_ref.model.use_remove_padding=True
-  actor_rollout_ref.model.enable_gradient_checkpointing=True
-  actor_rollout_ref.model.lora_rank=$LORA_RANK
-  actor_rollout_ref.model.lora_alpha=64
-  # --- rollout: vLLM serves the policy; the Strands agent loop drives it
-  actor_rollout_ref.rollout.name=vllm
-  actor_rollout_ref.rollout.mode=async
-  actor_rollout_ref.rollout.agent.agent_loop_config_path="$HERE/agent_loop.yaml"
-  actor_rollout_ref.rollout.agent.num_workers=8          # agent-loop workers (episodes run concurrently in each)
-  actor_rollout_ref.rollout.n=8                          # episodes per task: the GRPO group
-  actor_rollout_ref.rollout.temperature=1.0
-  actor_rollout_ref.rollout.top_p=1.0
-  actor_rollout_ref.rollout.calculate_log_probs=True     # rollout log-probs in the batch
-  actor_rollout_ref.rollout.tensor_model_parallel_size=1
-  actor_rollout_ref.rollout.gpu_memory_utilization=0.7
-  actor_rollout_ref.rollout.free_cache_engine=True       # vLLM sleeps while FSDP trains
-  actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True
-  # --- validation: val_kwargs replace the sampling parameters in validation
-  actor_rollout_ref.rollout.val_kwargs.n=4
-  actor_rollout_ref.rollout.val_kwargs.do_sample=True
-  actor_rollout_ref.rollout.val_kwargs.temperature=0.6
-  actor_rollout_ref.rollout.val_kwargs.top_p=0.95
-  # --- algorithm: GRPO, outcome reward from the agent loop (rm_scores), no KL, no critic
-  algorithm.adv_estimator=grpo
-  algorithm.norm_adv_by_std_in_grpo=True
-  algorithm.use_kl_in_reward=False
-  actor_rollout_ref.actor.use_kl_loss=False
-  actor_rollout_ref.actor.entropy_coeff=0
-  actor_rollout_ref.actor.policy_loss.loss_mode=vanilla  # PPO clip
-  actor_rollout_ref.actor.clip_ratio_low=0.2
-  actor_rollout_ref.actor.clip_ratio_high=0.28           # clip-higher (DAPO)
-  actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean
-  # --- update: FSDP, mini-batches of tasks, token-budgeted micro-batches
-  actor_rollout_ref.actor.strategy=fsdp
-  actor_rollout_ref.actor.optim.lr=1e-6
-  actor_rollout_ref.actor.ppo_mini_batch_size=16         # tasks per optimizer step (x n episodes)
-  actor_rollout_ref.actor.use_dynamic_bsz=True
-  actor_rollout_ref.actor.ppo_max_token_len_per_gpu=24576  # >= prompt + response length
-  actor_rollout_ref.actor.fsdp_config.param_offload=False      # True: weights on CPU between uses (less GPU memory, slower)
-  actor_rollout_ref.actor.fsdp_config.optimizer_offload=False  # True: optimizer state on CPU
-  # --- trainer
-  trainer.n_gpus_per_node=$N_GPUS
-  trainer.nnodes=$NNODES
-  trainer.logger='["console","wandb"]'
-  trainer.project_name=agentboost
-  trainer.experiment_name=deepcoder_strands_qwen3_4b
-  trainer.val_before_train=True
-  trainer.test_freq=10
-  trainer.save_freq=20
-  trainer.total_epochs=1
-  trainer.default_local_dir="$CKPT_DIR"
-)
-
-if [ "${DRY_RUN:-0}" = "1" ]; then
-  printf '%s\n' "${ARGS[@]}" "$@"
-  exit 0
-fi
-exec python3 -m verl.trainer.main_ppo "${ARGS[@]}" "$@"
+source "$HERE/../verl_main_ppo.sh"

@@ -9,11 +9,10 @@ that GRPO groups carry signal.
 
 from __future__ import annotations
 
-import argparse
 import random
 from pathlib import Path
 
-from agentboost.tasks import write_generated_splits
+from agentboost.tasks import generated_splits_main
 
 NAMES = ["Ana", "Ben", "Chen", "Dara", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun"]
 THINGS = ["apples", "books", "coins", "pencils", "stamps", "marbles", "cards", "shells"]
@@ -33,14 +32,7 @@ def problem(rng: random.Random) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=str(Path(__file__).parent / "data"))
-    ap.add_argument("--train", type=int, default=400)
-    ap.add_argument("--test", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=1234)
-    args = ap.parse_args()
-    write_generated_splits(problem, args.out, args.train, args.test, args.seed)
-    print(f"wrote {args.train} train and {args.test} test problems to {args.out}")
+    generated_splits_main(problem, Path(__file__).parent / "data", default_seed=1234)
 
 
 if __name__ == "__main__":

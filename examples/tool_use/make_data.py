@@ -11,11 +11,10 @@ in the order the sentence gives them; train and test share templates, never a qu
 
 from __future__ import annotations
 
-import argparse
 import random
 from pathlib import Path
 
-from agentboost.tasks import write_generated_splits
+from agentboost.tasks import generated_splits_main
 from agentboost.tools.calculator import evaluate
 
 NAMES = ["Ana", "Ben", "Chen", "Dara", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun"]
@@ -68,14 +67,7 @@ def problem(rng: random.Random) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=str(Path(__file__).parent / "data"))
-    ap.add_argument("--train", type=int, default=400)
-    ap.add_argument("--test", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=2026)
-    args = ap.parse_args()
-    write_generated_splits(problem, args.out, args.train, args.test, args.seed)
-    print(f"wrote {args.train} train and {args.test} test problems to {args.out}")
+    generated_splits_main(problem, Path(__file__).parent / "data", default_seed=2026)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@ runs): one sequence per episode where the template would re-render, each such pl
 episode that would not fit (prompt, response) ends truncated. Qwen3 fixture, scripted samplers."""
 
 import asyncio
-import json
 
 import pytest
+from helpers import qwen_call
 
 from agentboost.agents.chat_rendering import ChatRenderer
 from agentboost.agents.episode_runner import run_episode
@@ -18,10 +18,6 @@ from agentboost.testing.faults import add
 
 PARAMS = SamplingParams(temperature=1.0, max_new_tokens=200)
 EMPTY_THINK = "<think>\n\n</think>\n\n"
-
-
-def qwen_call(name, args):
-    return '<tool_call>\n{"name": "' + name + '", "arguments": ' + json.dumps(args) + "}\n</tool_call>"
 
 
 def run(tok, script, **model_options):
@@ -84,6 +80,7 @@ def empty_think_script(tokenizer):
     return [EMPTY_THINK + qwen_call("add", {"a": 17, "b": 25}), EMPTY_THINK + "It is 42."]
 
 
+@pytest.mark.slow
 def test_the_pool_runs_always_extend_from_the_agent_spec(qwen3_tokenizer):
     # the rLLM engine sets always_extend on the spec; the worker must honour it
     from conftest import QWEN3_DIR

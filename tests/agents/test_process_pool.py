@@ -12,8 +12,8 @@ import pytest
 
 from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.agents.strands_process_pool import StrandsProcessPool
-from agentboost.rewards.groups import apply_group_policy
 from agentboost.environments.strands_env import StrandsEnv
+from agentboost.rewards.groups import apply_group_policy
 from agentboost.sampling.spec import SamplerSpec
 from agentboost.testing.faults import EXPECTED_STATUS, FAULT_TOOLS
 from agentboost.testing.processes import processes_with_marker, wait_no_processes
@@ -38,6 +38,7 @@ def make_pool(smollm2_path, **kw):
     return StrandsProcessPool(spec, sampler, env, **kw)
 
 
+@pytest.mark.slow
 def test_every_fault_gives_its_status_and_groups_stay_whole(smollm2_path, marker):
     kinds = [k for k in EXPECTED_STATUS if k not in (None, "loop_block")]
     tasks = []
@@ -71,6 +72,7 @@ def test_every_fault_gives_its_status_and_groups_stay_whole(smollm2_path, marker
     assert report.dropped_groups == 5 and len(kept) == 2 * 4  # tool_raise + 3 clean groups
 
 
+@pytest.mark.slow
 def test_event_loop_blocker_is_killed_at_the_hard_deadline_and_neighbours_rerun(smollm2_path, marker):
     tasks = [{"task_id": "block", "question": "x FAULT:loop_block", "fault": "loop_block"},
              {"task_id": "fine", "question": "What is 17 + 25?", "fault": None}]
@@ -99,6 +101,7 @@ def test_close_with_episodes_in_flight_returns_them_and_leaves_no_process(smollm
     assert [f.result().error for f in futures if f.result().status == "crashed"][0].startswith("the pool was closed")
 
 
+@pytest.mark.slow
 def test_exception_in_caller_and_ctrl_c_leave_no_orphans(smollm2_path, marker, tmp_path):
     script = tmp_path / "driver.py"
     script.write_text(textwrap.dedent(f"""
@@ -142,6 +145,7 @@ def test_exception_in_caller_and_ctrl_c_leave_no_orphans(smollm2_path, marker, t
         assert wait_no_processes(marker, timeout=15) == [], mode
 
 
+@pytest.mark.slow
 def test_recycling_back_pressure_and_async_use(smollm2_path, marker):
     with make_pool(smollm2_path, workers=1, slots=2, recycle_after=2, max_queue=3) as pool:
         tasks = [{"task_id": f"t{i}", "question": "What is 17 + 25?"} for i in range(7)]

@@ -4,9 +4,9 @@ otherwise the episode splits and the reason is recorded. Qwen3 fixture and SmolL
 scripted samplers."""
 
 import asyncio
-import json
 
 import pytest
+from helpers import model_call, qwen_call
 
 from agentboost.agents.chat_rendering import ChatRenderer
 from agentboost.agents.episode_runner import run_episode
@@ -19,10 +19,6 @@ from agentboost.sampling.scripted import ScriptedSampler
 from agentboost.testing.faults import add, mul
 
 PARAMS = SamplingParams(temperature=1.0, max_new_tokens=200)
-
-
-def qwen_call(name, args):
-    return '<tool_call>\n{"name": "' + name + '", "arguments": ' + json.dumps(args) + "}\n</tool_call>"
 
 
 def episode(tok, script, prompt="What is 17 + 25?", template_kwargs=None):
@@ -115,10 +111,8 @@ def test_non_thinking_tool_conversations_merge_into_one_segment(qwen3_tokenizer,
 
 
 def test_merge_rate_counts_extended_calls():
-    from agentboost.episodes.record import ModelCall
-
     def call(rerendered=False, reason=None):
-        return ModelCall([1], [2], [0.0], "stop", rerendered=rerendered, rerender_reason=reason)
+        return model_call([1], [2], logprob=0.0, rerendered=rerendered, rerender_reason=reason)
 
     a = Episode("a", "t", "g", calls=[call(), call(), call(True, "dropped_reasoning")],
                 split_reasons={"dropped_reasoning": 1})

@@ -2,8 +2,8 @@
 scripted sampler: specific multi-turn sequences, checked against the template's own full render."""
 
 import asyncio
-import json
 
+from helpers import qwen_call, tool_result_texts
 from strands import tool
 
 from agentboost.agents.chat_rendering import ChatRenderer
@@ -28,11 +28,6 @@ def broken(x: str) -> str:
     raise ValueError(f"cannot handle {x}")
 
 
-def call_text(name, args):
-    # exactly how the Qwen3 template renders a tool call
-    return '<tool_call>\n{"name": "' + name + '", "arguments": ' + json.dumps(args) + "}\n</tool_call>"
-
-
 def spec(**kw):
     kw.setdefault("tools", [add, mul, broken])
     return StrandsAgentSpec(system_prompt=SYSTEM, **kw)
@@ -50,17 +45,13 @@ def hf_tools(tok):
     return r.to_hf_messages([], None, [t.tool_spec for t in (add, mul, broken)])[1]
 
 
-def tool_result_texts(ep):
-    return [b["toolResult"]["content"][0]["text"] for m in ep.messages for b in m["content"] if "toolResult" in b]
-
-
 def test_qwen3_template_renders_tools(qwen3_tokenizer):
     assert ChatRenderer(qwen3_tokenizer).supports_tools
 
 
 def test_incremental_prompts_equal_full_template_render(qwen3_tokenizer):
     tok = qwen3_tokenizer
-    turn1 = call_text("add", {"a": 17, "b": 25}) + "\n" + call_text("mul", {"a": 3, "b": 4})
+    turn1 = qwen_call("add", {"a": 17, "b": 25}) + "\n" + qwen_call("mul", {"a": 3, "b": 4})
     ep, sampler, _ = run(tok, [turn1, "17 + 25 = 42 and 3 * 4 = 12."])
     assert ep.status == "ok", ep.error
     assert check_episode(ep) == []
@@ -93,7 +84,7 @@ def test_template_dropping_earlier_thinking_splits_the_episode(qwen3_tokenizer):
     tok = qwen3_tokenizer
     renderer = ChatRenderer(tok)
     script = [
-        "<think>\nI should add.\n</think>\n\n" + call_text("add", {"a": 17, "b": 25}),
+        "<think>\nI should add.\n</think>\n\n" + qwen_call("add", {"a": 17, "b": 25}),
         "<think>\nThe tool said 42.\n</think>\n\nThe answer is 42.",
         "<think>\nDouble it.\n</think>\n\n84",
     ]
@@ -143,7 +134,7 @@ def test_malformed_tool_call_is_a_plain_answer(qwen3_tokenizer):
 
 
 def test_tool_that_raises_is_recorded_and_episode_goes_on(qwen3_tokenizer):
-    ep, _, _ = run(qwen3_tokenizer, [call_text("broken", {"x": "zz"}), "The tool failed."])
+    ep, _, _ = run(qwen3_tokenizer, [qwen_call("broken", {"x": "zz"}), "The tool failed."])
     assert ep.status == "ok"
     assert len(ep.tool_calls) == 1 and not ep.tool_calls[0].ok
     assert "cannot handle zz" in ep.tool_calls[0].error
@@ -152,7 +143,7 @@ def test_tool_that_raises_is_recorded_and_episode_goes_on(qwen3_tokenizer):
 
 
 def test_model_call_limit_truncates(qwen3_tokenizer):
-    loop = [call_text("add", {"a": 1, "b": 1})] * 5
+    loop = [qwen_call("add", {"a": 1, "b": 1})] * 5
     ep, _, _ = run(qwen3_tokenizer, loop, max_model_calls=2)
     assert ep.status == "truncated" and "2 model calls" in ep.error
     assert len(ep.calls) == 2 and check_episode(ep) == []

@@ -1,19 +1,14 @@
 """Bad input gets a clear error naming what is wrong."""
 
 import json
-import subprocess
-import sys
 
 import pytest
+from helpers import cli
 
 from agentboost.agents.strands_agent import AgentSpecError, StrandsAgentSpec
 from agentboost.episodes.record import Episode
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.tasks import TaskFileError, load_tasks
-
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "agentboost.cli", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_missing_model_path(tmp_path):

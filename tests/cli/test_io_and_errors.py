@@ -8,8 +8,15 @@ import sys
 
 import pytest
 from aiohttp import web
+from helpers import cli, serve_app
 
-from agentboost.episodes.record import Episode, EpisodeFileError, Status, read_episodes, write_episodes
+from agentboost.episodes.record import (
+    Episode,
+    EpisodeFileError,
+    Status,
+    read_episodes,
+    write_episodes,
+)
 from agentboost.errors import InputError
 from agentboost.files import atomic_directory, iter_jsonl
 from agentboost.sampling.http_sampler import HttpSampler
@@ -72,18 +79,13 @@ def test_succeeded_is_a_full_outcome_success_on_an_ended_episode():
     assert not ep("timeout", 1.0, {"outcome": 1.0}).succeeded and not ep(reward=None).succeeded
 
 
-def cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "agentboost.cli", *args], capture_output=True, text=True,
-                          timeout=300, **kw)
-
-
 def test_bad_input_is_one_line_and_an_internal_error_keeps_its_traceback(tmp_path):
     r = cli("check", str(tmp_path / "nope.jsonl"))
     assert r.returncode == 2 and "no such episode file" in r.stderr and "Traceback" not in r.stderr
     # a ValueError that is not bad input (a bug) must not be dressed up as a usage message
-    code = ("import sys, agentboost.cli as c\n"
+    code = ("import sys, agentboost.cli as c, agentboost.cli.episodes as e\n"
             "def boom(args): raise ValueError('internal bug')\n"
-            "c.cmd_check = boom\n"
+            "e.cmd_check = boom\n"  # the parser is built in main, after this
             "sys.exit(c.main(['check', 'x']))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "Traceback" in r.stderr and "ValueError: internal bug" in r.stderr
@@ -111,17 +113,12 @@ def test_http_sampler_asks_for_logprobs_as_gateways_understand_it():
         app = web.Application()
         app.router.add_post("/v1/completions", completions)
         app.router.add_get("/v1/models", models)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]
-        sampler = HttpSampler(f"http://127.0.0.1:{port}")
-        try:
-            return await sampler.sample([1, 2, 3], SamplingParams(temperature=0.5, max_new_tokens=4))
-        finally:
-            await sampler.close()
-            await runner.cleanup()
+        async with serve_app(app) as url:
+            sampler = HttpSampler(url)
+            try:
+                return await sampler.sample([1, 2, 3], SamplingParams(temperature=0.5, max_new_tokens=4))
+            finally:
+                await sampler.close()
 
     res = asyncio.run(main())
     assert seen[0]["logprobs"] == 1 and seen[0]["prompt"] == [1, 2, 3]

@@ -6,8 +6,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from agentboost.data.prepare import DataSourceError, PrepareOptions, prepare
-from agentboost.rewards.math import extract_answer, math_reward
 from agentboost.episodes.record import Episode
+from agentboost.rewards.math import extract_answer, math_reward
 from agentboost.sandbox.judge import run_tests
 
 
@@ -139,8 +139,8 @@ def test_upstream_code_layouts(tmp_path):
     t = json.loads(cc["tests"])
     assert [x["input"] for x in t["public"] + t["hidden"]] == ["1\n", "6\n", "7\n", "8\n"] and cc["has_image"]
     # the prepared tasks grade: the starter code completed verbatim, and the stdin squares
-    from agentboost.rewards.code import code_reward
     from agentboost.episodes.record import Episode
+    from agentboost.rewards.code import code_reward
 
     def ep(code):
         return Episode(episode_id="e", task_id="t", group_id="g", final_answer=f"```python\n{code}```")

@@ -3,30 +3,29 @@ Strands episode, and `agentboost stats`."""
 
 import asyncio
 import json
-import subprocess
-import sys
+from functools import partial
 
 import pyarrow.parquet as pq
 import pytest
+from helpers import answer_episode as answer
+from helpers import cli, qwen_call, tool_result_texts
 
 from agentboost.agents.chat_rendering import ChatRenderer
-from agentboost.agents.strands_agent import StrandsAgentSpec
-from agentboost.rewards.code import code_reward
-from agentboost.environments.strands_env import StrandsEnv
-from agentboost.episodes.record import Episode, write_episodes
 from agentboost.agents.episode_runner import run_episode
+from agentboost.agents.strands_agent import StrandsAgentSpec
+from agentboost.environments.strands_env import StrandsEnv
+from agentboost.episodes.record import write_episodes
+from agentboost.rewards.code import code_reward
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler
 
-
-def cli(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "agentboost.cli", *args], capture_output=True, text=True, timeout=timeout)
+tool_call = partial(qwen_call, "test_code")
 
 
 @pytest.fixture(scope="module")
 def humaneval(tmp_path_factory):
     d = tmp_path_factory.mktemp("humaneval")
-    r = cli("data", "prepare", "humaneval", "--out", str(d))
+    r = cli("data", "prepare", "humaneval", "--out", str(d), timeout=600)
     assert r.returncode == 0, r.stderr
     assert "read 164, kept 164, rejected 0" in r.stdout
     return d, pq.read_table(d / "test.parquet").to_pylist()
@@ -43,7 +42,7 @@ def test_all_humaneval_canonical_solutions_pass(humaneval, tmp_path):
     assert len(rows) == 164
     write_answers(tmp_path / "a.jsonl", rows, lambda r: r["starter_code"] + json.loads(r["metadata"])["canonical_solution"])
     r = cli("score", "--reward", "code", "--tasks", str(d / "test.parquet"), "--answers", str(tmp_path / "a.jsonl"),
-            "--results", str(tmp_path / "results.jsonl"))
+            "--results", str(tmp_path / "results.jsonl"), timeout=600)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "passed=164 total=164"
     assert "tests run: 164; passed 164" in r.stdout
@@ -52,6 +51,7 @@ def test_all_humaneval_canonical_solutions_pass(humaneval, tmp_path):
     assert results[0]["metadata"]["tests"][0]["verdict"] == "passed" and results[0]["metadata"]["test_verdicts"] == {"passed": 1}
 
 
+@pytest.mark.slow
 def test_broken_humaneval_solutions_fail(humaneval, tmp_path):
     d, rows = humaneval
     broken = {
@@ -63,7 +63,8 @@ def test_broken_humaneval_solutions_fail(humaneval, tmp_path):
     }
     for name, body in broken.items():
         write_answers(tmp_path / f"{name}.jsonl", rows, body)
-        r = cli("score", "--reward", "code", "--tasks", str(d / "test.parquet"), "--answers", str(tmp_path / f"{name}.jsonl"))
+        r = cli("score", "--reward", "code", "--tasks", str(d / "test.parquet"), "--answers", str(tmp_path / f"{name}.jsonl"),
+                timeout=600)
         assert r.returncode == 0, r.stderr
         assert r.stdout.strip().splitlines()[-1] == "passed=0 total=164", (name, r.stdout[-300:])
         counts = next(line for line in r.stdout.splitlines() if line.startswith("tests run: 164;"))
@@ -77,11 +78,6 @@ def code_task(**kw):
                                  {"kind": "stdio", "input": "-1 1\n", "output": "0\n"}]}}
     task.update(kw)
     return task
-
-
-def answer(text):
-    return Episode(episode_id="e", task_id="t", group_id="g", final_answer=text,
-                   messages=[{"role": "assistant", "content": [{"text": text}]}])
 
 
 GOOD = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
@@ -123,28 +119,23 @@ def run_code_agent(tok, script, task):
                                    SamplingParams(max_new_tokens=300), env=StrandsEnv(reward="code")))
 
 
-def tool_call(args):
-    return '<tool_call>\n{"name": "test_code", "arguments": ' + json.dumps(args) + "}\n</tool_call>"
-
-
 def test_code_tool_in_an_episode(qwen3_tokenizer):
     # code in a fenced block of the same message, tool called without arguments
     ep = run_code_agent(qwen3_tokenizer, [GOOD + "\n" + tool_call({}), "Done.\n" + GOOD], code_task())
     assert ep.status == "ok", ep.error
-    result = [b["toolResult"] for m in ep.messages for b in m["content"] if "toolResult" in b][0]
-    assert result["content"][0]["text"].startswith("STATUS: VALIDATION_SUCCESS")
+    assert tool_result_texts(ep)[0].startswith("STATUS: VALIDATION_SUCCESS")
     assert ep.tool_calls[0].outcome == "verified" and ep.reward == 1.0
     # code as the argument, wrong on the public example
     wrong = "a, b = map(int, input().split())\nprint(a - b)"
     ep = run_code_agent(qwen3_tokenizer, [tool_call({"code": wrong}), "I give up."], code_task())
-    text = [b["toolResult"] for m in ep.messages for b in m["content"] if "toolResult" in b][0]["content"][0]["text"]
+    text = tool_result_texts(ep)[0]
     assert text.startswith("STATUS: TOOL_ERROR\nwrong output on example 1 of 1")
     assert "input '1 2': expected '3', got '-1'" in text
     assert ep.tool_calls[0].outcome == "wrong_output" and ep.reward == 0.0
     # no public examples: compiled only
     ep = run_code_agent(qwen3_tokenizer, [tool_call({"code": "print(1)"}), "ok"],
                         code_task(tests={"public": [], "hidden": [{"kind": "stdio", "input": "", "output": "1"}]}))
-    text = [b["toolResult"] for m in ep.messages for b in m["content"] if "toolResult" in b][0]["content"][0]["text"]
+    text = tool_result_texts(ep)[0]
     assert text.startswith("STATUS: NO_VALIDATION") and ep.tool_calls[0].outcome == "no_validation"
     ep = run_code_agent(qwen3_tokenizer, [tool_call({"code": "def f(:"}), "ok"], code_task())
     assert ep.tool_calls[0].outcome == "runtime_error"
@@ -157,7 +148,7 @@ def test_stats_tables(qwen3_tokenizer, tmp_path):
         run_code_agent(qwen3_tokenizer, [GOOD], code_task()),
     ]
     write_episodes(tmp_path / "e.jsonl", eps)
-    r = cli("stats", str(tmp_path / "e.jsonl"))
+    r = cli("stats", str(tmp_path / "e.jsonl"), timeout=600)
     assert r.returncode == 0, r.stderr
     out = r.stdout
     for row, n in (("no code submitted", 1), ("submitted without testing", 1), ("submitted after testing", 1),

@@ -1,12 +1,15 @@
 """The episode record: segment building, the invariant, JSONL round trip."""
 
-from agentboost.episodes.record import (SCHEMA_VERSION, Episode, ModelCall, build_segments, check_episode,
-                                        read_episodes, write_episodes)
+from helpers import model_call as call
 
-
-def call(prompt, response):
-    return ModelCall(prompt_ids=prompt, response_ids=response, response_logprobs=[-0.1] * len(response),
-                     finish_reason="stop")
+from agentboost.episodes.record import (
+    SCHEMA_VERSION,
+    Episode,
+    build_segments,
+    check_episode,
+    read_episodes,
+    write_episodes,
+)
 
 
 def test_extending_calls_merge_and_others_split():

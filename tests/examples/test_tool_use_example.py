@@ -6,19 +6,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
+from functools import partial
 
+import helpers
 import pytest
+from helpers import REPO, tool_result_texts
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tool_use"
 SYSTEM_PROMPT = ("You are a helpful assistant with a calculator tool. Use the calculator for the arithmetic, "
                  "then give the final answer as a number.")
 
-
-def cli(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "agentboost.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=str(REPO))
+cli = partial(helpers.cli, timeout=600, cwd=REPO)
 
 
 def test_the_committed_data_is_what_the_generator_writes(tmp_path):
@@ -65,10 +63,10 @@ def test_demonstrations_are_real_tool_using_episodes(demos):
         assert [(t.name, t.ok) for t in ep.tool_calls] == [("calculator", True)]
         assert not check_episode(ep)  # token-exact like any model's episode
         # the calculator's own result is in the conversation and is the task's answer
-        tool_results = [b["toolResult"] for m in ep.messages for b in m["content"] if "toolResult" in b]
-        assert tool_results[0]["content"][0]["text"] == tasks[ep.task_id]["answer"]
+        assert tool_result_texts(ep)[0] == tasks[ep.task_id]["answer"]
 
 
+@pytest.mark.slow
 def test_sft_raises_the_demonstrations_likelihood_and_grpo_runs_from_it(demos):
     import torch
 

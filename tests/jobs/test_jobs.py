@@ -1,7 +1,6 @@
 """The local job service: two real training jobs, status, a clean cancel with a checkpoint, a
 service restart, the bearer token, size limits and path escapes refused."""
 
-import asyncio
 import json
 import os
 import stat
@@ -11,7 +10,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from aiohttp import web
+from helpers import AppThread
 
 from agentboost.jobs.client import JobServiceError, TrainingClient
 from agentboost.jobs.service import make_app
@@ -23,24 +22,9 @@ TINY = {"batch_size": 2, "n_trajectories_per_query": 2, "checkpoint_interval": 1
                       "run.tensorboard": False}}
 
 
-class Service:
-    """The real aiohttp app on a loopback port, in a thread (as `agentboost jobs serve` runs it)."""
-
-    def __init__(self, root):
-        self.store = JobStore(root)
-        self.loop = asyncio_loop = asyncio.new_event_loop()
-        self.runner = web.AppRunner(make_app(self.store))
-        asyncio_loop.run_until_complete(self.runner.setup())
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        asyncio_loop.run_until_complete(site.start())
-        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
-        self.thread = threading.Thread(target=asyncio_loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.run_until_complete(self.runner.cleanup())
+def start_service(root):
+    """The real job service on a loopback port, in a thread (as `agentboost jobs serve` runs it)."""
+    return AppThread(make_app(JobStore(root)))
 
 
 def wait_for(fn, timeout=600, every=1.0):
@@ -64,7 +48,7 @@ def raw(url, path, token=None, data=b"{}", method="POST"):
 
 
 def test_security_without_training(tmp_path):
-    svc = Service(tmp_path / "jobs")
+    svc = start_service(tmp_path / "jobs")
     try:
         token_file = tmp_path / "jobs" / "token"
         assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
@@ -116,10 +100,11 @@ class Receiver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
+@pytest.mark.slow
 def test_two_jobs_status_cancel_restart_export(tmp_path, smollm2_path):
     from agentboost.jobs.events import signature
 
-    svc = Service(tmp_path / "jobs")
+    svc = start_service(tmp_path / "jobs")
     client = TrainingClient(svc.url, root=tmp_path / "jobs")
     receiver = Receiver()
     secret = "s" * 24
@@ -178,7 +163,7 @@ def test_two_jobs_status_cancel_restart_export(tmp_path, smollm2_path):
     finally:
         svc.stop()
     # a new service on the same directory knows both jobs and their states
-    svc = Service(tmp_path / "jobs")
+    svc = start_service(tmp_path / "jobs")
     try:
         again = {j["job_id"]: j["state"] for j in TrainingClient(svc.url, root=tmp_path / "jobs").list_jobs()}
         assert again == {short: "completed", long: "cancelled"}

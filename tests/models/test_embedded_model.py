@@ -9,7 +9,12 @@ import time
 
 import pytest
 
-from agentboost.models.embedded import MANIFEST, ModelNotFoundError, prepare_embedded, verify_cache
+from agentboost.models.embedded import (
+    MANIFEST,
+    ModelNotFoundError,
+    prepare_embedded,
+    verify_cache,
+)
 from agentboost.models.loading import load_policy, resolve_model_path
 
 
@@ -39,6 +44,7 @@ def test_killed_preparation_leaves_no_loadable_cache(tmp_path):
     assert all(n.startswith(".smollm2-135m-instruct.tmp-") for n in leftovers), leftovers
 
 
+@pytest.mark.slow
 def test_corrupted_cache_is_detected_and_rebuilt(tmp_path, smollm2_path):
     copy = tmp_path / "models" / "smollm2-135m-instruct"
     shutil.copytree(smollm2_path, copy)

@@ -4,22 +4,32 @@
 import numpy as np
 import pytest
 import torch
+from helpers import REPO, model_call
 
-from agentboost.agents.tool_parsers import ToolParserRegistrationError, parse_hermes, register_tool_parser
-from agentboost.rewards.registry import (RewardRegistrationError, exact_answer, get_reward, register_reward,
-                                             registered_rewards)
-from agentboost.episodes.record import Episode, ModelCall
+from agentboost.agents.tool_parsers import (
+    ToolParserRegistrationError,
+    parse_hermes,
+    register_tool_parser,
+)
+from agentboost.episodes.record import Episode
+from agentboost.rewards.registry import (
+    RewardRegistrationError,
+    exact_answer,
+    get_reward,
+    register_reward,
+    registered_rewards,
+)
 from agentboost.trainer import batch as batching
 from agentboost.trainer import loss as losses
 from agentboost.trainer.config import ConfigError, load_config
 
-SMOKE = "examples/quickstart/smoke.yaml"
+SMOKE = str(REPO / "examples/quickstart/smoke.yaml")
 
 
 def episodes(rewards, lengths, groups):
     eps = []
     for i, (r, n, g) in enumerate(zip(rewards, lengths, groups)):
-        call = ModelCall(prompt_ids=[1], response_ids=[5] * n, response_logprobs=[-1.0] * n, finish_reason="stop")
+        call = model_call([1], [5] * n, logprob=-1.0)
         eps.append(Episode(episode_id=f"e{i}", task_id=g, group_id=g, calls=[call], reward=r))
     return eps
 

@@ -1,22 +1,27 @@
 """Reward registry, StrandsEnv and shaping."""
 
-import subprocess
-import sys
-
 import pytest
+from helpers import cli, model_call
 
-from agentboost.rewards.groups import apply_group_policy
-from agentboost.rewards.registry import (RewardResult, UnknownRewardError, default_reward, get_reward,
-                                             register_reward, registered_rewards, set_default_reward)
-from agentboost.rewards.shaping import ShapingConfig, shaping_terms
 from agentboost.environments.strands_env import StrandsEnv, TaskFormatError
-from agentboost.episodes.record import Episode, ModelCall, ToolCallRecord
+from agentboost.episodes.record import Episode, ToolCallRecord
+from agentboost.rewards.groups import apply_group_policy
+from agentboost.rewards.registry import (
+    RewardResult,
+    UnknownRewardError,
+    default_reward,
+    get_reward,
+    register_reward,
+    registered_rewards,
+    set_default_reward,
+)
+from agentboost.rewards.shaping import ShapingConfig, shaping_terms
 
 
 def episode(final="The answer is 42.", tools=(), calls=1, status="ok"):
     ep = Episode(episode_id="e", task_id="t", group_id="g", status=status, final_answer=final)
     ep.tool_calls = [ToolCallRecord(name=n, ok=ok, outcome=o) for n, ok, o in tools]
-    ep.calls = [ModelCall(prompt_ids=[1], response_ids=[2], response_logprobs=[0.0], finish_reason="stop")] * calls
+    ep.calls = [model_call([1], [2], logprob=0.0)] * calls
     return ep
 
 
@@ -24,8 +29,7 @@ def test_unknown_reward_lists_registered_names():
     with pytest.raises(UnknownRewardError) as e:
         get_reward("exact_anwser")
     assert "exact_answer" in str(e.value) and "registered:" in str(e.value)
-    r = subprocess.run([sys.executable, "-m", "agentboost.cli", "rollout", "--reward", "nope"],
-                       capture_output=True, text=True, timeout=120)
+    r = cli("rollout", "--reward", "nope", timeout=120)
     assert r.returncode == 2 and "unknown reward 'nope'" in r.stderr and "exact_answer" in r.stderr
 
 

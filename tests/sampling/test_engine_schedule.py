@@ -6,6 +6,7 @@ import threading
 
 import pytest
 import torch
+from helpers import chat_prompt_ids
 
 from agentboost.sampling.local_engine import LocalEngine
 from agentboost.sampling.protocol import SamplingParams
@@ -48,9 +49,7 @@ def run_episodes(engine: LocalEngine, prompts: list[list[int]]) -> list[int]:
 @pytest.mark.parametrize("schedule", ["oldest-episode", "fifo"])
 def test_started_episodes_finish_first(smollm2_engine, schedule):
     tok = smollm2_engine.tokenizer
-    prompts = [tok.apply_chat_template([{"role": "user", "content": f"Episode {i}: what is {i} + {i}?"}],
-                                       add_generation_prompt=True, return_dict=True)["input_ids"]
-               for i in range(EPISODES)]
+    prompts = [chat_prompt_ids(tok, f"Episode {i}: what is {i} + {i}?") for i in range(EPISODES)]
     # one torch thread: on a busy machine two threads per decode step stall each other (tens of
     # seconds for this test instead of a few)
     threads = torch.get_num_threads()

@@ -9,16 +9,16 @@ import sys
 import textwrap
 import time
 import uuid
-from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 from agentboost.sampling.policy_server import resolve_engine
 from agentboost.sampling.vllm_server import VLLMNotInstalled, checkpoint_dtype
 from agentboost.testing.processes import processes_with_marker, wait_no_processes
 from agentboost.trainer.config import ConfigError, load_config
 
-WATCHDOG = Path(__file__).resolve().parents[2] / "agentboost" / "sampling" / "server_watchdog.py"
+WATCHDOG = REPO / "agentboost" / "sampling" / "server_watchdog.py"
 # a "server" that starts a child of its own, as vLLM's API server starts its engine core
 SERVER = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); time.sleep(600)"
 

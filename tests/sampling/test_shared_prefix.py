@@ -5,8 +5,8 @@ real SmolLM2."""
 import pytest
 import torch
 
-from agentboost.models.loading import load_policy
 from agentboost.episodes.record import shared_prefix_len
+from agentboost.models.loading import load_policy
 from agentboost.sampling.local_engine import LocalEngine
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.trainer import batch as batching

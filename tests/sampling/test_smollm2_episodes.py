@@ -2,28 +2,22 @@
 
 import asyncio
 import json
-import subprocess
-import sys
 
 import aiohttp
 import pytest
 import torch
+from helpers import chat_prompt_ids, cli
 
 from agentboost.agents.chat_rendering import ChatRenderer
+from agentboost.agents.episode_runner import run_episode
 from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.episodes.record import check_episode, read_episodes
-from agentboost.agents.episode_runner import run_episode
 from agentboost.sampling.completions_server import CompletionsServer
 from agentboost.sampling.http_sampler import HttpSampler, parse_completion
 from agentboost.sampling.local_engine import EngineSampler
 from agentboost.sampling.protocol import SamplerError, SamplingParams
 
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=24)
-
-
-def prompt_ids(tok, text="What is 2 + 3?"):
-    return list(tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                        return_dict=True)["input_ids"])
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +30,7 @@ def server(smollm2_engine):
 
 def test_logprobs_are_the_policys_at_the_sampling_temperature(smollm2_engine):
     tok = smollm2_engine.tokenizer
-    p = prompt_ids(tok)
+    p = chat_prompt_ids(tok)
     params = SamplingParams(temperature=0.7, max_new_tokens=12, seed=3)
     res = smollm2_engine.generate(p, params)
     assert 0 < len(res.response_ids) <= 12 and len(res.logprobs) == len(res.response_ids)
@@ -49,16 +43,16 @@ def test_logprobs_are_the_policys_at_the_sampling_temperature(smollm2_engine):
 
 def test_stop_token_is_included_and_finish_reasons(smollm2_engine):
     tok = smollm2_engine.tokenizer
-    done = smollm2_engine.generate(prompt_ids(tok), SamplingParams(temperature=0.0, max_new_tokens=64))
+    done = smollm2_engine.generate(chat_prompt_ids(tok), SamplingParams(temperature=0.0, max_new_tokens=64))
     assert done.finish_reason == "stop" and done.response_ids[-1] == tok.eos_token_id
-    cut = smollm2_engine.generate(prompt_ids(tok, "Write a long story about a cat."), SamplingParams(temperature=0.0, max_new_tokens=5))
+    cut = smollm2_engine.generate(chat_prompt_ids(tok, "Write a long story about a cat."), SamplingParams(temperature=0.0, max_new_tokens=5))
     assert cut.finish_reason == "length" and len(cut.response_ids) == 5
 
 
 def test_concurrent_requests_are_batched(smollm2_engine):
     tok = smollm2_engine.tokenizer
     before = smollm2_engine.stats.batches
-    prompts = [prompt_ids(tok, f"What is {i} + {i}?") for i in range(6)]
+    prompts = [chat_prompt_ids(tok, f"What is {i} + {i}?") for i in range(6)]
     sampler = EngineSampler(smollm2_engine)
 
     async def go():
@@ -74,7 +68,7 @@ def test_concurrent_requests_are_batched(smollm2_engine):
 
 def test_http_sampler_honours_vllm_contract(smollm2_engine, server):
     tok = smollm2_engine.tokenizer
-    p = prompt_ids(tok)
+    p = chat_prompt_ids(tok)
     direct = smollm2_engine.generate(p, GREEDY)
 
     async def go():
@@ -135,9 +129,8 @@ def test_real_episodes_through_http_satisfy_the_invariant(smollm2_engine, server
 
 def test_demo_rollout_command(tmp_path, smollm2_path):
     out = tmp_path / "episodes.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "agentboost.cli", "rollout", "--prompt", "What is 17 + 25?",
-                           "--samples", "2", "--out", str(out), "--max-new-tokens", "64"],
-                          capture_output=True, text=True, timeout=600)
+    proc = cli("rollout", "--prompt", "What is 17 + 25?", "--samples", "2", "--out", str(out), "--max-new-tokens", "64",
+               timeout=600)
     assert proc.returncode == 0, proc.stderr
     episodes = list(read_episodes(out))
     assert len(episodes) == 2
@@ -148,18 +141,18 @@ def test_demo_rollout_command(tmp_path, smollm2_path):
         assert ep.calls and ep.segments
         json.dumps(ep.to_dict())
     assert "status ok" in proc.stdout and "model calls" in proc.stdout
-    check = subprocess.run([sys.executable, "-m", "agentboost.cli", "check", str(out)], capture_output=True, text=True)
+    check = cli("check", str(out))
     assert check.returncode == 0 and "checked=2 violations=0" in check.stdout
 
 
+@pytest.mark.slow
 def test_real_model_through_the_pool_with_a_reward(tmp_path, smollm2_path):
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"task_id": f"t{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i)})
                              + "\n" for i in range(1, 4)))
     out = tmp_path / "episodes.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "agentboost.cli", "rollout", "--tasks", str(tasks), "--samples", "2",
-                           "--reward", "exact_answer", "--workers", "2", "--slots", "2", "--max-new-tokens", "48",
-                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    proc = cli("rollout", "--tasks", str(tasks), "--samples", "2", "--reward", "exact_answer", "--workers", "2",
+               "--slots", "2", "--max-new-tokens", "48", "--out", str(out), timeout=600)
     assert proc.returncode == 0, proc.stderr
     episodes = list(read_episodes(out))
     assert sorted(ep.task_id for ep in episodes) == ["t1", "t1", "t2", "t2", "t3", "t3"]

@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 import torch
+from helpers import REPO, chat_prompt_ids, vllm_python_or_skip
 
 from agentboost.sampling.http_sampler import HttpSampler
 from agentboost.sampling.policy_version import read_policy_version
@@ -22,7 +23,8 @@ from agentboost.sampling.vllm_server import LoraPublisher, VLLMServer, VLLMServe
 from agentboost.testing.processes import processes_with_marker, wait_no_processes
 from agentboost.trainer import batch as trainbatch
 from agentboost.trainer.loss import token_logprobs
-from vllm_helpers import vllm_python_or_skip
+
+pytestmark = pytest.mark.vllm
 
 LORA_R = 8
 
@@ -42,11 +44,6 @@ def vllm(smollm2_path, marker):
     yield server
     server.stop()
     assert wait_no_processes(marker, timeout=30) == []
-
-
-def prompt_ids(tok, text):
-    return list(tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                        return_dict=True)["input_ids"])
 
 
 def random_adapter_model(path, seed):
@@ -84,6 +81,7 @@ def recompute(model, tok, prompts, results, temperature):
     return logp[m], batch["old_log_prob"][m]
 
 
+@pytest.mark.slow
 def test_runtime_lora_logprobs_equal_the_trainers_at_the_sampling_temperature(vllm, smollm2_path, tmp_path):
     """processed_logprobs: vLLM reports log-probs after temperature, as the trainer recomputes them
     (the importance ratio is 1 at the start of an update). Tolerance 2e-3 (float32 both sides; the
@@ -94,7 +92,7 @@ def test_runtime_lora_logprobs_equal_the_trainers_at_the_sampling_temperature(vl
     pub.publish(model, version=1)
     assert read_policy_version(tmp_path / "policy.json").model == "policy-v1"
     assert "policy-v1" in vllm.models()
-    prompts = [prompt_ids(tok, q) for q in ("What is 2 + 3?", "Name a colour.", "Count to five.")]
+    prompts = [chat_prompt_ids(tok, q) for q in ("What is 2 + 3?", "Name a colour.", "Count to five.")]
     temperature = 0.7
     results = sample_all(vllm.url, tmp_path / "policy.json", prompts,
                          SamplingParams(temperature=temperature, max_new_tokens=24, seed=5))
@@ -121,6 +119,7 @@ def test_runtime_lora_logprobs_equal_the_trainers_at_the_sampling_temperature(vl
     assert (stale - reported2).abs().max().item() > 0.05  # and not the first adapter
 
 
+@pytest.mark.slow
 def test_rollout_through_the_vllm_server_gives_token_exact_episodes(vllm, smollm2_path, tmp_path):
     from agentboost.agents.strands_agent import StrandsAgentSpec
     from agentboost.agents.strands_process_pool import StrandsProcessPool
@@ -144,6 +143,7 @@ def test_rollout_through_the_vllm_server_gives_token_exact_episodes(vllm, smollm
                                 for c in ep.calls)
 
 
+@pytest.mark.slow
 def test_a_sampling_seed_gives_each_sample_its_own_reproducible_stream(vllm, smollm2_path, tmp_path):
     """vLLM seeds each request, and equal seeds give equal random streams: one seed for every
     request made a task's samples identical (eval's k samples were one). With a sampling seed each
@@ -183,6 +183,7 @@ def test_a_server_that_cannot_start_reports_its_log(smollm2_path, tmp_path, mark
     assert not server.alive()
 
 
+@pytest.mark.slow
 def test_full_fine_tuning_reloads_the_weights_in_place(smollm2_path, tmp_path, monkeypatch):
     """Without LoRA the weights are saved and every vLLM worker reloads them (reload_weights);
     the next samples come from the new weights, with the new version. The work directory is given
@@ -193,7 +194,7 @@ def test_full_fine_tuning_reloads_the_weights_in_place(smollm2_path, tmp_path, m
 
     python = vllm_python_or_skip()
     model, tok = load_policy(str(smollm2_path))
-    prompts = [prompt_ids(tok, q) for q in ("What is 2 + 3?", "Name a colour.")]
+    prompts = [chat_prompt_ids(tok, q) for q in ("What is 2 + 3?", "Name a colour.")]
     params = SamplingParams(temperature=0.7, max_new_tokens=16, seed=1)
     monkeypatch.chdir(tmp_path)
     with VLLMPolicyServer(smollm2_path, workdir="policy", full_weight_sync=True, python=python,
@@ -218,6 +219,7 @@ def test_full_fine_tuning_reloads_the_weights_in_place(smollm2_path, tmp_path, m
         assert (stale - reported).abs().max().item() > 0.05
 
 
+@pytest.mark.slow
 def test_no_server_outlives_its_owner_killed_with_sigkill(smollm2_path, tmp_path):
     python = vllm_python_or_skip()
     mark = f"AGENTBOOST_TEST_VLLM_OWNER_{uuid.uuid4().hex[:8]}"
@@ -252,13 +254,12 @@ def test_no_server_outlives_its_owner_killed_with_sigkill(smollm2_path, tmp_path
             owner.wait()
 
 
+@pytest.mark.slow
 def test_training_on_vllm_syncs_the_adapter_every_step_and_leaves_no_server(smollm2_path, tmp_path, monkeypatch):
     """Step k+1 is sampled with step k's adapter: its episodes record weight version k, and their
     log-probs are those of the adapter as it was after step k (not the base model's). Training
     syncs the adapter merged into the weights (``rollout.vllm_lora_sync: auto`` on the CPU build);
     the evaluation of its checkpoint below puts it on vLLM as a runtime adapter."""
-    from pathlib import Path
-
     from agentboost.episodes.record import read_episodes
     from agentboost.trainer.batch import rows_from_episodes
     from agentboost.trainer.config import load_config
@@ -267,9 +268,9 @@ def test_training_on_vllm_syncs_the_adapter_every_step_and_leaves_no_server(smol
     python = vllm_python_or_skip()
     mark = f"AGENTBOOST_TEST_VLLM_TRAINER_{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv(mark, "1")  # the server and the workers inherit it
-    smoke = str(Path(__file__).resolve().parents[2] / "examples/quickstart/smoke.yaml")
+    smoke = str(REPO / "examples/quickstart/smoke.yaml")
     cfg = load_config(smoke, ["run.steps=2", "data.tasks_per_step=2", "data.group_size=3", "sampling.max_new_tokens=24",
-                              "data.val_file=", "reward.name=train_helpers:length_reward", "optim.lr=5e-3",
+                              "data.val_file=", "reward.name=helpers:length_reward", "optim.lr=5e-3",
                               f"model.lora_r={LORA_R}", "rollout.engine=vllm", f"rollout.vllm_python={python}",
                               "rollout.vllm_max_model_len=2048", "rollout.vllm_kv_cache_gib=1"])
     trainer = Trainer(cfg, tmp_path / "run", log=lambda m: None)
@@ -351,6 +352,7 @@ def test_the_cpu_build_is_recognised_and_served_eager():
     assert "--enforce-eager" not in VLLMServer("m", python=python, enforce_eager=False).command(1)
 
 
+@pytest.mark.slow  # its module fixture starts a vLLM server: about 50 s when it runs alone
 def test_the_cpu_build_decodes_on_every_core(vllm, monkeypatch):
     """The CPU build starts without vLLM's reserved scheduler core (on 2 cores: 83 -> 135 sampled
     tok/s, benchmarks/vllm_cpu_runtime.py); a value the user set wins."""

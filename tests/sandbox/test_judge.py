@@ -5,11 +5,18 @@ tasks, float tolerance, and the same verdicts as one sandbox per test."""
 import json
 
 import pytest
+from helpers import answer_episode
 
 from agentboost.rewards.code import code_reward
-from agentboost.episodes.record import Episode
-from agentboost.sandbox.judge import (DEFAULT_TOLERANCE, Tolerance, outputs_match, run_tests, run_tests_per_process,
-                                      tolerance, values_match)
+from agentboost.sandbox.judge import (
+    DEFAULT_TOLERANCE,
+    Tolerance,
+    outputs_match,
+    run_tests,
+    run_tests_per_process,
+    tolerance,
+    values_match,
+)
 from agentboost.sandbox.runner import SandboxLimits, protections
 
 LIMITS = SandboxLimits(cpu_s=1, wall_s=3, memory_mb=256, processes=16)
@@ -17,9 +24,7 @@ FULL = protections()["drop_user"] and protections()["network_namespace"]
 
 
 def answer(code):
-    text = f"```python\n{code}\n```"
-    return Episode(episode_id="e", task_id="t", group_id="g", final_answer=text,
-                   messages=[{"role": "assistant", "content": [{"text": text}]}])
+    return answer_episode(f"```python\n{code}\n```")
 
 
 def square_tests(n):
@@ -249,8 +254,9 @@ def test_tolerance_values_and_comparison():
 
 
 def test_a_stated_tolerance_is_honoured(tmp_path):
-    from agentboost.data.prepare import PrepareOptions, prepare
     import pyarrow.parquet as pq
+
+    from agentboost.data.prepare import PrepareOptions, prepare
 
     statement = ("Print the area of the circle of radius r. Your answer will be considered correct if its "
                  "absolute or relative error does not exceed $10^{-3}$.")

@@ -7,7 +7,12 @@ import time
 import pytest
 
 from agentboost.sandbox.judge import outputs_match, values_match
-from agentboost.sandbox.runner import SandboxLimits, _processes_of_uid, protections, run_python
+from agentboost.sandbox.runner import (
+    SandboxLimits,
+    _processes_of_uid,
+    protections,
+    run_python,
+)
 
 LIMITS = SandboxLimits(cpu_s=2, wall_s=4, memory_mb=256, processes=16)
 FULL = protections()["drop_user"] and protections()["network_namespace"]

@@ -1,15 +1,15 @@
 """agentboost eval: the paired test, and the command on the real embedded model."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
+from functools import partial
 
+import helpers
 import pytest
+from helpers import REPO
 
 from agentboost.trainer.evaluation import EvalInputError, paired_comparison
 
-REPO = Path(__file__).resolve().parents[2]
+cli = partial(helpers.cli, timeout=600, cwd=REPO)
 
 
 def test_identical_outcomes_differ_by_nothing():
@@ -45,11 +45,7 @@ def test_different_task_sets_are_refused():
         paired_comparison({"a": [1.0]}, {"b": [1.0]})
 
 
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "agentboost.cli", *args], capture_output=True, text=True,
-                          timeout=600, cwd=str(REPO))
-
-
+@pytest.mark.slow
 def test_eval_of_a_model_against_itself(tmp_path, smollm2_path):
     r = cli("eval", "--model", "smollm2-135m-instruct", "--baseline", str(smollm2_path),
             "--tasks", "examples/quickstart/data/test.jsonl", "--max-tasks", "2", "--samples", "2",
@@ -64,6 +60,7 @@ def test_eval_of_a_model_against_itself(tmp_path, smollm2_path):
     assert len((tmp_path / "ev" / "model_episodes.jsonl").read_text().splitlines()) == 4
 
 
+@pytest.mark.slow
 def test_eval_bad_input_is_named(tmp_path):
     run = tmp_path / "run"
     run.mkdir()

@@ -1,11 +1,10 @@
 """`agentboost sft`: supervised fine-tuning on episodes' sampled tokens, on the real SmolLM2."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
+from helpers import chat_prompt_ids, cli
 
 from agentboost.models.loading import load_policy
 from agentboost.trainer import batch as batching
@@ -16,8 +15,7 @@ ANSWER = "Ana has 7 + 7 = 14 apples. The answer is 14."
 
 
 def episode_line(tok, question, answer, episode_id):
-    prompt = list(tok.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
-                                          return_dict=True)["input_ids"])
+    prompt = chat_prompt_ids(tok, question)
     response = list(tok(answer + "<|im_end|>", add_special_tokens=False)["input_ids"])
     return json.dumps({"episode_id": episode_id, "segments": [
         {"input_ids": prompt + response, "loss_mask": [0] * len(prompt) + [1] * len(response)}]})
@@ -30,6 +28,7 @@ def answer_logprob(model, rows):
     return float((logp * batch["response_mask"]).sum())
 
 
+@pytest.mark.slow
 def test_sft_raises_the_likelihood_of_the_episodes_and_writes_a_loadable_model(tmp_path, smollm2_path):
     _, tok = load_policy(str(smollm2_path))
     data = tmp_path / "succ.jsonl"
@@ -56,15 +55,12 @@ def test_sft_bad_input_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"bad.jsonl:1: .*differ in length"):
         load_sft_rows([bad])
 
-    def cli(*args):
-        return subprocess.run([sys.executable, "-m", "agentboost.cli", "sft", *args], capture_output=True, text=True)
-
-    r = cli(str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "m"))
+    r = cli("sft", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "m"))
     assert r.returncode != 0 and "missing.jsonl: no such file" in r.stderr
     empty = tmp_path / "empty.jsonl"
     empty.write_text('{"episode_id": "y", "segments": [{"input_ids": [1, 2], "loss_mask": [0, 0]}]}\n')
-    r = cli(str(empty), "--out", str(tmp_path / "m"))
+    r = cli("sft", str(empty), "--out", str(tmp_path / "m"))
     assert r.returncode != 0 and "no episode with a sampled token" in r.stderr
     (tmp_path / "taken").mkdir()
-    r = cli(str(empty), "--out", str(tmp_path / "taken"))
+    r = cli("sft", str(empty), "--out", str(tmp_path / "taken"))
     assert r.returncode != 0 and "--overwrite" in r.stderr

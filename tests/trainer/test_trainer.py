@@ -7,26 +7,24 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import CLI, REPO, cli, model_call
 
-from agentboost.episodes.record import Episode, ModelCall, build_segments, read_episodes
+from agentboost.episodes.record import Episode, build_segments, read_episodes
 from agentboost.trainer import batch as batching
 from agentboost.trainer import loss as losses
 from agentboost.trainer.config import load_config
 from agentboost.trainer.loop import TaskStream, Trainer, pass_at_k
 
-REPO = Path(__file__).resolve().parents[2]
 SMOKE = str(REPO / "examples/quickstart/smoke.yaml")
 
 
 def episode(eid, group, reward, prompt, response):
-    calls = [ModelCall(prompt_ids=prompt, response_ids=response, response_logprobs=[-0.5] * len(response),
-                       finish_reason="stop")]
+    calls = [model_call(prompt, response, logprob=-0.5)]
     return Episode(episode_id=eid, task_id=group, group_id=group, calls=calls, segments=build_segments(calls),
                    reward=reward, reward_components={"outcome": reward})
 
@@ -116,9 +114,10 @@ def test_pass_at_k_and_task_stream():
     assert sorted(t["task_id"] for t in first + second[:2]) == [str(i) for i in range(5)]  # an epoch, then the next
 
 
+@pytest.mark.slow
 def test_smoke_run_updates_the_adapter_and_writes_everything(tmp_path, smollm2_path):
     cfg = load_config(SMOKE, ["run.steps=2", "data.tasks_per_step=2", "data.group_size=3", "sampling.max_new_tokens=24",
-                              "validation.max_tasks=2", "validation.max_new_tokens=24", "reward.name=train_helpers:length_reward"])
+                              "validation.max_tasks=2", "validation.max_new_tokens=24", "reward.name=helpers:length_reward"])
     trainer = Trainer(cfg, tmp_path / "run", log=lambda m: None)
     base = {k: v.detach().clone() for k, v in trainer.model.named_parameters() if "lora_B" in k}
     seen = []  # after_step: once per step, after its update and checkpoint, with the step's metrics
@@ -142,8 +141,7 @@ def test_smoke_run_updates_the_adapter_and_writes_everything(tmp_path, smollm2_p
     assert (run / "plots" / "reward.png").is_file() and any((run / "tensorboard").iterdir())
     assert json.loads((run / "validation.jsonl").read_text().splitlines()[-1])["val_tasks"] == 2
     assert len(list(read_episodes(run / "episodes" / "step_000001.jsonl"))) == 6
-    r = subprocess.run([sys.executable, "-m", "agentboost.cli", "export", str(run), "--out", str(tmp_path / "x.jsonl"),
-                        "--limit", "4"], capture_output=True, text=True)
+    r = cli("export", str(run), "--out", str(tmp_path / "x.jsonl"), "--limit", "4")
     assert r.returncode == 0 and "exported 4 episodes" in r.stdout
     assert all("segments" in json.loads(line) for line in (tmp_path / "x.jsonl").read_text().splitlines())
     # what `agentboost eval --model RUN_DIR` loads: the newest intact checkpoint on the base model
@@ -156,9 +154,10 @@ def test_smoke_run_updates_the_adapter_and_writes_everything(tmp_path, smollm2_p
         assert torch.equal(ours[k].detach(), v.detach()), k
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_continues_with_the_same_data(tmp_path, smollm2_path):
     run = tmp_path / "run"
-    args = [sys.executable, "-m", "agentboost.cli", "train", SMOKE, "run.steps=3", "data.tasks_per_step=2",
+    args = [*CLI, "train", SMOKE, "run.steps=3", "data.tasks_per_step=2",
             "data.group_size=2", "sampling.max_new_tokens=16", "validation.max_tasks=1", "validation.max_new_tokens=16",
             "--run-dir", str(run)]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(REPO))
@@ -169,8 +168,7 @@ def test_resume_after_sigkill_continues_with_the_same_data(tmp_path, smollm2_pat
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert latest.read_text() == "step_000001"
-    r = subprocess.run([sys.executable, "-m", "agentboost.cli", "train", "--resume", str(run)],
-                       capture_output=True, text=True, cwd=str(REPO), timeout=600)
+    r = cli("train", "--resume", str(run), cwd=REPO, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "resumed" in r.stdout or "resumed" in r.stderr
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -191,8 +189,7 @@ def test_resume_after_sigkill_continues_with_the_same_data(tmp_path, smollm2_pat
     assert latest.read_text() == "step_000003" and (ckpts / "step_000002").is_dir()
     damaged = ckpts / "step_000003" / "scheduler.pt"
     damaged.write_bytes(os.urandom(damaged.stat().st_size))  # same size: only the hash can tell
-    r = subprocess.run([sys.executable, "-m", "agentboost.cli", "train", "--resume", str(run)],
-                       capture_output=True, text=True, cwd=str(REPO), timeout=600)
+    r = cli("train", "--resume", str(run), cwd=REPO, timeout=600)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
     assert "checkpoint step_000003 is damaged (scheduler.pt does not match its SHA-256" in out
@@ -204,8 +201,7 @@ def test_resume_after_sigkill_continues_with_the_same_data(tmp_path, smollm2_pat
 
 
 def test_resume_of_a_directory_that_is_not_a_run_is_a_named_error(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "agentboost.cli", "train", "--resume", str(tmp_path / "nope")],
-                       capture_output=True, text=True, cwd=str(REPO), timeout=120)
+    r = cli("train", "--resume", str(tmp_path / "nope"), cwd=REPO, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "is not a run directory (it has no config.yaml)" in r.stderr
     assert not (tmp_path / "nope").exists()  # nothing created

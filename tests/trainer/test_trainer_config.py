@@ -2,7 +2,12 @@
 
 import pytest
 
-from agentboost.trainer.config import ConfigError, config_from_dict, load_config, save_config
+from agentboost.trainer.config import (
+    ConfigError,
+    config_from_dict,
+    load_config,
+    save_config,
+)
 
 SMOKE = "examples/quickstart/smoke.yaml"
 

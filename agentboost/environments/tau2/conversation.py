@@ -18,7 +18,7 @@ conversation ends. tau2's rules, as its orchestrator applies them:
   goes to tau2's environment like any other, which answers with its ``Error: ...`` result (the
   model sees it; it counts as a tool error), instead of Strands' own error text.
 
-The termination and counts go into ``episode.metadata["conversation"]``; ``tau2_eval.tau2_reward``
+The termination and counts go into ``episode.metadata["conversation"]``; ``evaluator.tau2_reward``
 scores the trajectory with that termination (anything but a user or agent stop scores 0)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..strands_env import ConversationEnded
-from .domain import Tau2Error, Tau2Session, _AGENT_SESSIONS, new_environment
+from .domain import _AGENT_SESSIONS, Tau2Error, Tau2Session, new_environment
 from .users import UserView, make_user, tau2_text, user_signal
 
 SYSTEM_PROMPTS = ("tau2", "compact", "agent")

@@ -2,12 +2,11 @@
 a per-episode domain environment and the domain's tools as Strands tools.
 
 tau2 is a dependency used as a library (its domain databases and toolkits are the environment);
-its evaluator is not used here (``tau2_eval`` is agentboost's own). Tool results are the strings
+its evaluator is not used here (``evaluator`` is agentboost's own). Tool results are the strings
 tau2's environment gives (JSON, or ``Error: ...``), so a recorded trajectory replays exactly."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import inspect
 import typing
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ...files import sha256_file
 
 DOMAINS = ("airline", "retail", "telecom")
 SPLITS = ("train", "test", "base")
@@ -79,7 +79,7 @@ def domain_dir(domain: str) -> Path:
 def data_digests(domain: str, data_dir: Path | None = None) -> dict[str, str]:
     """sha256 of each of the domain's data files (default: the installed tau2's)."""
     d = data_dir if data_dir is not None else domain_dir(domain)
-    return {name: hashlib.sha256((d / name).read_bytes()).hexdigest() for name in _DATA_FILES if (d / name).is_file()}
+    return {name: sha256_file(d / name) for name in _DATA_FILES if (d / name).is_file()}
 
 
 def check_digests(row: dict) -> None:

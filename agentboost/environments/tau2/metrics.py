@@ -5,36 +5,23 @@ non-trivial tasks, termination reasons, user signals and tool errors.
   counts as a trial without success, as tau2 counts a simulation that scored 0;
 - pass^k (tau2): per task, C(successes, k) / C(trials, k), averaged over tasks, for k = 1 .. the
   smallest number of trials any task has (tau2 lowers its max k the same way);
-- pass@k: per task, 1 - C(trials - successes, k) / C(trials, k), averaged the same way;
+- pass@k: per task, 1 - C(trials - successes, k) / C(trials, k), averaged the same way (both from
+  ``agentboost.episodes.passk``, the one implementation; k never exceeds a task's trials here);
 - null baseline: the reward of doing nothing (the agent greets, the user states the request, the
   user stops), per task, scored by ``tau2_eval.score``; a task whose null reward is 1 is trivial,
   and ``nontrivial_success`` is the success rate over the other tasks."""
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
+from ...episodes.passk import pass_at_k, pass_hat_k
 from .evaluator import score
 
 
 def is_success(reward: float | None) -> bool:
     return reward is not None and abs(reward - 1.0) <= 1e-6
-
-
-def pass_hat_k(trials: int, successes: int, k: int) -> float:
-    """tau2's pass^k for one task: the chance that k trials drawn without replacement all succeed."""
-    if trials < k:
-        raise ValueError(f"pass^{k} needs at least {k} trials, got {trials}")
-    return math.comb(successes, k) / math.comb(trials, k)
-
-
-def pass_at_k(trials: int, successes: int, k: int) -> float:
-    """The chance that at least one of k trials drawn without replacement succeeds."""
-    if trials < k:
-        raise ValueError(f"pass@{k} needs at least {k} trials, got {trials}")
-    return 1.0 - math.comb(trials - successes, k) / math.comb(trials, k)
 
 
 def null_trajectory(row: dict) -> list[dict]:

@@ -1,5 +1,5 @@
 """``agentboost data prepare tau2``: a tau2 domain's split as a JSONL task file, one row per task
-(see ``environments.tau2_domain.task_row``), each recording the tau2 version and the domain data's
+(see ``environments.tau2.domain.task_row``), each recording the tau2 version and the domain data's
 digests so that a worker refuses other data."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 import os
 from pathlib import Path
 
-from .domain import Tau2Error, task_rows
 from ...files import atomic_file
+from .domain import Tau2Error, task_rows
 
 
 def prepare_tau2(out_dir: str | os.PathLike[str], domain: str | None, split: str, source: str | None) -> tuple[Path, int]:

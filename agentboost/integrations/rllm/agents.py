@@ -14,7 +14,6 @@ per row, and agentboost's override of rLLM's ``AgentExecutionEngine`` (installed
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import fields
 from typing import Any
@@ -23,8 +22,9 @@ from rllm.agents.agent import BaseAgent
 from rllm.environments.base.base_env import BaseEnv
 
 from ...agents.strands_agent import StrandsAgentSpec
-from ...rewards.shaping import ShapingConfig
 from ...environments.strands_env import StrandsEnv
+from ...files import sha256_bytes
+from ...rewards.shaping import ShapingConfig
 
 _NOT_PATCHED = ("{cls} runs only inside agentboost's override of rLLM's AgentExecutionEngine; this engine "
                 "is rLLM's own. Run `python apply_patches.py` in this environment (README, 'The rLLM path').")
@@ -72,7 +72,7 @@ def _task_id(task: dict[str, Any]) -> str:
     # rLLM rows need not carry an id; a stable one from the content keeps GRPO groups and
     # episode records traceable
     blob = json.dumps(task, sort_keys=True, default=repr).encode()
-    return "task-" + hashlib.sha256(blob).hexdigest()[:16]
+    return "task-" + sha256_bytes(blob)[:16]
 
 
 class StrandsRLLMEnv(BaseEnv):

@@ -31,9 +31,9 @@ from typing import Any
 
 from ...agents.strands_agent import StrandsAgentSpec
 from ...agents.strands_process_pool import StrandsProcessPool
-from ...rewards.groups import GroupPolicy, apply_group_policy
 from ...environments.strands_env import StrandsEnv
 from ...episodes.record import Episode
+from ...rewards.groups import GroupPolicy, apply_group_policy
 from ...sampling.protocol import SamplingParams
 from ...sampling.spec import SamplerSpec
 from .rows import episode_row

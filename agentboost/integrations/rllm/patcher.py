@@ -23,16 +23,16 @@ which the override module imports, and puts the override in the original's place
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import json
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
+
+from ...files import atomic_write_bytes, remove_durably, sha256_bytes, sha256_file
 
 # The first line of every override module; it tells our files from upstream's and from unknown ones.
 OVERRIDE_MARKER = "# agentboost-override"
@@ -151,55 +151,11 @@ def default_source_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-# -- small file primitives -----------------------------------------------------------------------
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    return sha256_bytes(path.read_bytes())
-
-
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes, mode_from: Path | None = None) -> None:
-    """Write ``data`` to ``path`` so that ``path`` is at every moment wholly old or wholly new."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        src_mode = mode_from if mode_from is not None and mode_from.exists() else (path if path.exists() else None)
-        if src_mode is not None:
-            os.chmod(tmp, src_mode.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(path.parent)
-
-
-def _remove(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return
-    _fsync_dir(path.parent)
+# -- small file primitives (the atomic, durable writes are agentboost.files') ------------------
+def _write(path: Path, data: bytes, mode_from: Path | None = None) -> None:
+    """Atomic and durable (fsync, ``os.replace``, fsync of the directory), the mode kept; a killed
+    write leaves only a ``*TMP_SUFFIX`` file, which ``Patcher.recover`` removes."""
+    atomic_write_bytes(path, data, mode_from=mode_from, suffix=TMP_SUFFIX)
 
 
 def _drop_bytecode(path: Path) -> None:
@@ -223,7 +179,7 @@ def _read_json(path: Path) -> dict:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    atomic_write(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+    _write(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
 
 
 # -- the patcher -------------------------------------------------------------------------------
@@ -352,9 +308,7 @@ class Patcher:
 
     # apply
     def apply(self, force: bool = False, dry_run: bool = False) -> int:
-        if not dry_run:
-            self._check_writable()
-            self.recover()
+        self._prepare(dry_run)
         plan: list[tuple[Target, str]] = []
         problems: list[str] = []
         for st in self.status():
@@ -378,27 +332,17 @@ class Patcher:
             else:
                 problems.append(f"{st.path} is missing: is this the rLLM commit / veRL fork agentboost targets? "
                                 f"({t.package} root: {self.roots.of(t.package)})")
-        if problems:
-            raise PatchError("nothing was changed:\n  " + "\n  ".join(problems))
-        if not plan:
-            self.out("nothing to do: every file is already patched by this version")
-            return 0
-        for t, why in plan:
-            verb = "would patch" if dry_run else "patching"
-            self.out(f"{verb} {self.path(t)} [{why}]; upstream kept as {self.upstream_path(t).name}")
-        if dry_run:
-            self.out(f"dry run: {len(plan)} file(s) would be patched, nothing was written")
-            return 0
-        for t, why in plan:
-            data = self.path(t).read_bytes()
-            j = {"op": "apply", "target": t.relpath, "upstream_sha256": sha256_bytes(data),
-                 "override_sha256": sha256_bytes(self.override_bytes(t)), "forced": why.startswith("FORCED"),
-                 "upstream_version": why}
-            _write_json(self._journal_path(t), j)
-            self.step_hook("journal")
-            self._finish_apply(t, j)
-        self.out(f"patched {len(plan)} file(s)")
-        return 0
+
+        def journal(t: Target, why: str) -> dict:
+            return {"op": "apply", "target": t.relpath, "upstream_sha256": sha256_file(self.path(t)),
+                    "override_sha256": sha256_bytes(self.override_bytes(t)), "forced": why.startswith("FORCED"),
+                    "upstream_version": why}
+
+        return self._carry_out(
+            plan, problems, dry_run, nothing="nothing to do: every file is already patched by this version",
+            announce=lambda t, why: (f"{'would patch' if dry_run else 'patching'} {self.path(t)} [{why}]; "
+                                     f"upstream kept as {self.upstream_path(t).name}"),
+            done="patched", journal=journal, finish=self._finish_apply)
 
     def _finish_apply(self, t: Target, j: dict) -> None:
         p, up = self.path(t), self.upstream_path(t)
@@ -406,9 +350,9 @@ class Patcher:
         cur = p.read_bytes()
         if sha256_bytes(cur) == j["upstream_sha256"]:
             if not up.is_file() or sha256_file(up) != j["upstream_sha256"]:
-                atomic_write(up, cur, mode_from=p)
+                _write(up, cur, mode_from=p)
             self.step_hook("upstream_copy")
-            atomic_write(p, override)
+            _write(p, override)
             _drop_bytecode(p)
             self.step_hook("override")
         elif cur.startswith(OVERRIDE_MARKER.encode()):
@@ -416,7 +360,7 @@ class Patcher:
                 raise PatchError(f"{p} holds an override but its upstream copy {up} is missing or changed; "
                                  "reinstall rLLM/veRL and apply again")
             if cur != override:
-                atomic_write(p, override)
+                _write(p, override)
                 _drop_bytecode(p)
                 self.step_hook("override")
         else:
@@ -430,14 +374,12 @@ class Patcher:
         }
         _write_json(self._state_path(t), state)
         self.step_hook("record")
-        _remove(self._journal_path(t))
+        remove_durably(self._journal_path(t))
         self.step_hook("done")
 
     # revert
     def revert(self, dry_run: bool = False) -> int:
-        if not dry_run:
-            self._check_writable()
-            self.recover()
+        self._prepare(dry_run)
         plan, problems = [], []
         for st in self.status():
             t, up = st.target, self.upstream_path(st.target)
@@ -457,43 +399,62 @@ class Patcher:
                                 f"({st.detail}); left alone")
             else:
                 problems.append(f"{st.path} is missing")
-        if problems:
-            raise PatchError("nothing was changed:\n  " + "\n  ".join(problems))
-        if not plan:
-            self.out("nothing to revert: every file is the upstream original")
-            return 0
-        for t, _ in plan:
-            self.out(f"{'would restore' if dry_run else 'restoring'} {self.path(t)} from {self.upstream_path(t).name}")
-        if dry_run:
-            self.out(f"dry run: {len(plan)} file(s) would be restored, nothing was written")
-            return 0
-        for t, up_sha in plan:
-            j = {"op": "revert", "target": t.relpath, "upstream_sha256": up_sha}
-            _write_json(self._journal_path(t), j)
-            self.step_hook("journal")
-            self._finish_revert(t, j)
-        self.out(f"restored {len(plan)} file(s) byte for byte")
-        return 0
+        return self._carry_out(
+            plan, problems, dry_run, nothing="nothing to revert: every file is the upstream original",
+            announce=lambda t, _: (f"{'would restore' if dry_run else 'restoring'} {self.path(t)} "
+                                   f"from {self.upstream_path(t).name}"),
+            done="restored", journal=lambda t, up_sha: {"op": "revert", "target": t.relpath, "upstream_sha256": up_sha},
+            finish=self._finish_revert, tail=" byte for byte")
 
     def _finish_revert(self, t: Target, j: dict) -> None:
         p, up = self.path(t), self.upstream_path(t)
         if not p.is_file() or sha256_file(p) != j["upstream_sha256"]:
             if not up.is_file() or sha256_file(up) != j["upstream_sha256"]:
                 raise PatchError(f"cannot finish reverting {p}: its upstream copy {up} is missing or changed")
-            atomic_write(p, up.read_bytes(), mode_from=up)
+            _write(p, up.read_bytes(), mode_from=up)
             _drop_bytecode(p)
             self.step_hook("restore")
-        _remove(up)
+        remove_durably(up)
         self.step_hook("remove_upstream")
         state = _read_json(self._state_path(t))
         state.get("targets", {}).pop(t.relpath, None)
         if state.get("targets"):
             _write_json(self._state_path(t), state)
         else:
-            _remove(self._state_path(t))
+            remove_durably(self._state_path(t))
         self.step_hook("record")
-        _remove(self._journal_path(t))
+        remove_durably(self._journal_path(t))
         self.step_hook("done")
+
+    # what apply and revert share
+    def _prepare(self, dry_run: bool) -> None:
+        if not dry_run:
+            self._check_writable()
+            self.recover()
+
+    def _carry_out(self, plan: list[tuple[Target, Any]], problems: list[str], dry_run: bool, *, nothing: str,
+                   announce: Callable[[Target, Any], str], done: str, journal: Callable[[Target, Any], dict],
+                   finish: Callable[[Target, dict], None], tail: str = "") -> int:
+        """Once apply or revert has planned: refuse the whole plan on any problem, say each step
+        (or ``nothing``), stop there on a dry run, else carry out each step under its journal
+        (written before anything else, removed by ``finish`` last)."""
+        if problems:
+            raise PatchError("nothing was changed:\n  " + "\n  ".join(problems))
+        if not plan:
+            self.out(nothing)
+            return 0
+        for t, x in plan:
+            self.out(announce(t, x))
+        if dry_run:
+            self.out(f"dry run: {len(plan)} file(s) would be {done}, nothing was written")
+            return 0
+        for t, x in plan:
+            j = journal(t, x)
+            _write_json(self._journal_path(t), j)
+            self.step_hook("journal")
+            finish(t, j)
+        self.out(f"{done} {len(plan)} file(s){tail}")
+        return 0
 
     def _check_writable(self) -> None:
         for t in self.targets:

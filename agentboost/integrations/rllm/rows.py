@@ -9,74 +9,26 @@ the batch tensors from rows (the trainer override).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ...rewards.groups import give_failed_reward
-from ...episodes.record import Episode, Status
+from ...episodes.record import Episode
+from ..rows import EpisodeRow
+from ..rows import episode_row as shared_episode_row
 
-
-@dataclass
-class EpisodeRow:
-    prompt_ids: list[int]
-    response_ids: list[int]
-    response_mask: list[int]  # 1: sampled by the policy; 0: tool results, template text
-    reward: float
-    status: str  # the episode's Status value
-    error: str | None
-    splits: int  # the episode's template re-renders (each starts a new segment)
-    calls_in_row: int
-    calls_total: int
-    cut: bool = False  # the response was shortened to fit max_response_length
-
-
-def _placeholder(pad_token_id: int) -> tuple[list[int], list[int], list[int]]:
-    # An episode with nothing to train on still needs a row, so that its GRPO group stays whole
-    # and its failed reward counts in the group's baseline. One token with mask 1: an all-zero
-    # mask makes veRL's per-sequence loss modes (seq-mean-token-*) divide by zero.
-    return [pad_token_id], [pad_token_id], [1]
+__all__ = ["EpisodeRow", "batch_tensors", "episode_row"]
 
 
 def episode_row(ep: Episode, max_prompt_length: int, max_response_length: int, failed_reward: float,
                 pad_token_id: int) -> EpisodeRow:
-    """The row for one episode. An episode whose sequence cannot fit is marked ``truncated`` with
-    the failed reward (its score no longer describes what is trained), never silently cut."""
+    """The row for one episode (``integrations.rows.episode_row``, the one conversion, under rLLM's
+    limits). An episode whose sequence cannot fit is marked ``truncated`` with the failed reward
+    (its score no longer describes what is trained), never silently cut."""
     if ep.reward is None:
         raise ValueError(f"episode {ep.episode_id} (task {ep.task_id}, status {ep.status}) has no reward: the "
                          "rLLM path needs a reward in StrandsEnv (env_args.strands_env.reward), and failed "
                          "episodes get the failed reward from environments.groups first")
-    calls_total = len(ep.calls)
-
-    def fail(reason: str) -> None:
-        if ep.status == Status.OK:
-            ep.status = Status.TRUNCATED
-        ep.error = f"{ep.error}; {reason}" if ep.error else reason
-        give_failed_reward(ep, failed_reward)
-
-    if not ep.segments:
-        p, r, m = _placeholder(pad_token_id)
-        return EpisodeRow(p, r, m, float(ep.reward), str(ep.status), ep.error, ep.num_splits, 0, calls_total)
-    # One sequence per row. The engine runs episodes with always_extend, so there is one segment;
-    # should an episode still have several (a spec run without it), the last segment (the final
-    # turns the reward judged) is the row and the calls left out are counted in the row and metrics.
-    seg = ep.segments[-1]
-    first_prompt = len(ep.calls[seg.call_indices[0]].prompt_ids)
-    prompt, response = seg.input_ids[:first_prompt], seg.input_ids[first_prompt:]
-    mask = seg.loss_mask[first_prompt:]
-    cut = False
-    if len(prompt) > max_prompt_length:
-        fail(f"first prompt of {len(prompt)} tokens exceeds data.max_prompt_length={max_prompt_length}")
-        p, r, m = _placeholder(pad_token_id)
-        return EpisodeRow(p, r, m, float(ep.reward), str(ep.status), ep.error, ep.num_splits, 0, calls_total)
-    if len(response) > max_response_length:
-        fail(f"sequence of {len(response)} response tokens (sampled and tool) exceeds "
-             f"data.max_response_length={max_response_length}; trained on its first {max_response_length}")
-        response, mask, cut = response[:max_response_length], mask[:max_response_length], True
-    if not any(mask):  # e.g. cut inside the first tool result: nothing sampled survives
-        p, r, m = _placeholder(pad_token_id)
-        return EpisodeRow(p, r, m, float(ep.reward), str(ep.status), ep.error, ep.num_splits, 0, calls_total, cut)
-    return EpisodeRow(list(prompt), list(response), list(mask), float(ep.reward), str(ep.status), ep.error,
-                      ep.num_splits, len(seg.call_indices), calls_total, cut)
+    return shared_episode_row(ep, pad_token_id, failed_reward, max_prompt_length=max_prompt_length,
+                              max_response_length=max_response_length)
 
 
 def batch_tensors(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],

@@ -56,13 +56,14 @@ from verl.experimental.agent_loop.agent_loop import (
 from ...agents.chat_rendering import ChatRenderer
 from ...agents.episode_runner import run_episode
 from ...agents.strands_agent import StrandsAgentSpec
-from ...rewards.groups import GroupPolicy, apply_group_policy
-from ...rewards.registry import default_reward
-from ...rewards.shaping import ShapingConfig
 from ...environments.strands_env import StrandsEnv
 from ...episodes.record import Episode, Status
 from ...errors import InputError
+from ...rewards.groups import GroupPolicy, apply_group_policy
+from ...rewards.registry import default_reward
+from ...rewards.shaping import ShapingConfig
 from ...sampling.protocol import SamplingParams
+from ..rows import episode_row
 from .sampler import VerlServerSampler
 
 TASK_KEY = "agentboost_task"  # extra_info field holding the agentboost task as JSON
@@ -222,23 +223,17 @@ class StrandsAgentLoop(AgentLoopBase):
         return ep
 
     def _output(self, ep: Episode, want_logprobs: bool, t0: float) -> AgentLoopOutput:
-        if ep.failed or not ep.calls:
-            if not ep.failed:  # nothing sampled, e.g. a limit of zero: still a row, still scored
-                ep.error = ep.error or "no model call was made"
-            prompt, response, mask, logprobs = [self.pad_id], [self.pad_id], [1], [0.0]
-        else:
-            prompt = list(ep.calls[0].prompt_ids)
-            seg = ep.segments[0]
-            response, mask = seg.input_ids[len(prompt):], seg.loss_mask[len(prompt):]
-            sampled = iter(lp for c in ep.calls for lp in c.response_logprobs)
-            logprobs = [next(sampled) if m else 0.0 for m in mask]
-        reward = ep.reward if ep.reward is not None else self.env.failed_reward
+        if not ep.failed and not ep.calls:  # nothing sampled, e.g. a limit of zero: still a row, still scored
+            ep.error = ep.error or "no model call was made"
+        # the sequence budget already kept the episode within (prompt_length, response_length)
+        row = episode_row(ep, self.pad_id, self.env.failed_reward, failed_as_placeholder=True, logprobs=True)
+        reward = row.reward
         tool_errors = sum(1 for t in ep.tool_calls if not t.ok)
         forced = ep.metadata.get("forced_extensions", {})
         outcome = ep.reward_components.get("outcome", reward) if not ep.failed else reward
         return AgentLoopOutput(
-            prompt_ids=prompt, response_ids=response, response_mask=mask,
-            response_logprobs=logprobs if want_logprobs else None,
+            prompt_ids=row.prompt_ids, response_ids=row.response_ids, response_mask=row.response_mask,
+            response_logprobs=row.response_logprobs if want_logprobs else None,
             reward_score=float(reward),
             num_turns=len(ep.messages),
             metrics=AgentLoopMetrics(generate_sequences=ep.timings.get("model_s", 0.0),
@@ -246,7 +241,7 @@ class StrandsAgentLoop(AgentLoopBase):
                                      compute_score=ep.timings.get("reward_s", 0.0)),
             extra_fields={
                 "turn_scores": [], "tool_rewards": [],
-                "agentboost_status": str(ep.status), "agentboost_reward": float(reward), "agentboost_error": ep.error or "",
+                "agentboost_status": row.status, "agentboost_reward": float(reward), "agentboost_error": row.error or "",
                 "agentboost_task_id": ep.task_id, "agentboost_episode_id": ep.episode_id,
                 "agentboost_model_calls": len(ep.calls), "agentboost_tool_calls": len(ep.tool_calls),
                 "agentboost_tool_errors": tool_errors, "agentboost_malformed_tool_calls": ep.malformed_tool_calls,

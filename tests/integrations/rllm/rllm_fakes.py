@@ -3,10 +3,10 @@
 rLLM is not on PyPI and its dependency set needs a GPU stack, so CI cannot install it. These
 modules honour the upstream interfaces as read from the upstream source (constructor arguments,
 method names and signatures, trajectory and batch fields; the facts are listed below and checked
-against the real classes by tests/test_rllm_integration.py where rLLM is installed). They hold no
-upstream code. They are written into a temporary "site-packages" and agentboost's overrides are
-installed over them by the real patcher, so that each override's ``import ..._upstream`` resolves
-as it does in a real installation.
+against the real classes by test_rllm_integration.py, beside this file, where rLLM is installed).
+They hold no upstream code. They are written into a temporary "site-packages" and agentboost's
+overrides are installed over them by the real patcher, so that each override's ``import
+..._upstream`` resolves as it does in a real installation.
 """
 
 from __future__ import annotations

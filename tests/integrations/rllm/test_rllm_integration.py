@@ -14,15 +14,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 import rllm_fakes as fakes
+from helpers import QWEN3_DIR, REPO, AppThread
+
 from agentboost.integrations.rllm import patcher as rp
 
-REPO = Path(__file__).resolve().parents[3]
 RECIPE = ("rLLM@1fc3c4b and its veRL fork are not installed here; see README.md, 'The rLLM path' -> "
           "'What is verified where', for the environment these tests need")
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("rllm") is None, reason=RECIPE)
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(importlib.util.find_spec("rllm") is None, reason=RECIPE)]
 
 
 @pytest.fixture
@@ -177,18 +177,15 @@ def model_dir(smollm2_path, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def qwen3_dir(tmp_path_factory):
-    d = REPO.parent / "shared" / "fixtures" / "qwen3-tokenizer"
-    if not (d / "tokenizer.json").is_file():
-        pytest.skip(f"the Qwen3 tokenizer fixture is not at {d}")
-    return _loadable_model_dir(d, tmp_path_factory.mktemp("tok"), "Qwen2TokenizerFast")
+    if not (QWEN3_DIR / "tokenizer.json").is_file():
+        pytest.skip(f"the Qwen3 tokenizer fixture is not at {QWEN3_DIR}")
+    return _loadable_model_dir(QWEN3_DIR, tmp_path_factory.mktemp("tok"), "Qwen2TokenizerFast")
 
 
 @pytest.fixture(scope="module")
 def text_completions_server(qwen3_dir):
     """The model for rLLM's own (text-prompt) path: a deterministic completion, the same for the
     patched and the unpatched engine, in the vLLM response shape rLLM's router reads."""
-    import threading
-
     from aiohttp import web
     from transformers import AutoTokenizer
 
@@ -202,30 +199,14 @@ def text_completions_server(qwen3_dir):
         return web.json_response({"choices": [{"index": 0, "text": tok.decode(ids), "finish_reason": "stop",
                                                "logprobs": {"tokens": [f"token_id:{i}" for i in ids]}}]})
 
-    import asyncio as aio
-
-    loop = aio.new_event_loop()
-    ready = threading.Event()
-    state = {}
-
-    async def start():
-        app = web.Application()
-        app.router.add_post("/v1/completions", completions)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        state["runner"], state["port"] = runner, site._server.sockets[0].getsockname()[1]
-        ready.set()
-
-    t = threading.Thread(target=lambda: (loop.run_until_complete(start()), loop.run_forever()), daemon=True)
-    t.start()
-    ready.wait(30)
-    yield f"127.0.0.1:{state['port']}", seen
-    loop.call_soon_threadsafe(loop.stop)
-    t.join(10)
+    app = web.Application()
+    app.router.add_post("/v1/completions", completions)
+    server = AppThread(app)
+    yield f"127.0.0.1:{server.port}", seen
+    server.stop()
 
 
+@pytest.mark.slow
 def test_non_strands_agent_results_identical_to_the_unpatched_engine(patched_copy, text_completions_server,
                                                                     qwen3_dir, tmp_path):
     import json
@@ -329,6 +310,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_strands_agents_through_the_real_patched_engine(patched_copy, model_dir, tmp_path):
     import json
     import subprocess

@@ -1,9 +1,9 @@
 """The three rLLM-path overrides against stand-ins honouring the upstream interfaces.
 
-The stand-ins (tests/rllm_fakes.py) are installed into a temporary site-packages and the real
-patcher puts agentboost's override modules over them, so every ``import ..._upstream`` resolves as
-in a real installation. Strands agents, the worker pool, the HTTP sampler and the policy server
-(SmolLM2 behind agentboost's completions server) are real.
+The stand-ins (rllm_fakes.py, beside this file) are installed into a temporary site-packages and
+the real patcher puts agentboost's override modules over them, so every ``import ..._upstream``
+resolves as in a real installation. Strands agents, the worker pool, the HTTP sampler and the
+policy server (SmolLM2 behind agentboost's completions server) are real.
 """
 
 from __future__ import annotations
@@ -16,14 +16,19 @@ import sys
 from pathlib import Path
 
 import pytest
+import rllm_fakes as fakes
 import torch
+from helpers import REPO, serve_app
 from omegaconf import OmegaConf
 
-import rllm_fakes as fakes
-from agentboost.episodes.record import Episode, ModelCall, build_segments, check_episode, read_episodes
+from agentboost.episodes.record import (
+    Episode,
+    ModelCall,
+    build_segments,
+    check_episode,
+    read_episodes,
+)
 from agentboost.integrations.rllm.rows import batch_tensors, episode_row
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -209,6 +214,7 @@ AGENT_ARGS = {"tools": ["agentboost.tools.calculator:calculator"], "max_model_ca
 ENV_ARGS = {"strands_env": {"reward": "exact_answer", "failed_reward": -1.0}}
 
 
+@pytest.mark.slow
 def test_strands_episodes_token_exact_weights_synced_params_from_config(mods, policy_server, smollm2_path,
                                                                          smollm2_engine, tmp_path):
     from agentboost.integrations.rllm.engine import served_model_name
@@ -437,7 +443,7 @@ def test_verl_fork_server_override(tmp_path):
     site = tmp_path / "site"
     fakes.install(site, fakes.FAKE_VERL_SERVER, REPO)
     script = tmp_path / "check_server.py"
-    script.write_text(SERVER_CHECK.format(site=str(site), repo=str(REPO), tests=str(REPO / "tests")))
+    script.write_text(SERVER_CHECK.format(site=str(site), repo=str(REPO), tests=str(Path(fakes.__file__).parent)))
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180, cwd=tmp_path)
     assert r.returncode == 0 and "SERVER OK" in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]
 
@@ -448,8 +454,8 @@ def test_prompt_too_long_ends_the_episode_truncated(smollm2_path):
     from transformers import AutoTokenizer
 
     from agentboost.agents.chat_rendering import ChatRenderer
-    from agentboost.agents.strands_agent import StrandsAgentSpec
     from agentboost.agents.episode_runner import run_episode
+    from agentboost.agents.strands_agent import StrandsAgentSpec
     from agentboost.integrations.rllm.fork_server import check_completion_request
     from agentboost.sampling.http_sampler import HttpSampler
     from agentboost.sampling.protocol import SamplingParams
@@ -461,19 +467,14 @@ def test_prompt_too_long_ends_the_episode_truncated(smollm2_path):
 
         app = web.Application()
         app.router.add_post("/v1/completions", completions)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]
-        sampler = HttpSampler(f"http://127.0.0.1:{port}", model="m")
-        try:
-            tok = AutoTokenizer.from_pretrained(str(smollm2_path))
-            return await run_episode(StrandsAgentSpec(), {"task_id": "t", "question": "What is 2 + 2?"}, sampler,
-                                     ChatRenderer(tok), SamplingParams(max_new_tokens=8))
-        finally:
-            await sampler.close()
-            await runner.cleanup()
+        async with serve_app(app) as url:
+            sampler = HttpSampler(url, model="m")
+            try:
+                tok = AutoTokenizer.from_pretrained(str(smollm2_path))
+                return await run_episode(StrandsAgentSpec(), {"task_id": "t", "question": "What is 2 + 2?"}, sampler,
+                                         ChatRenderer(tok), SamplingParams(max_new_tokens=8))
+            finally:
+                await sampler.close()
 
     ep = asyncio.run(main())
     assert ep.status == "truncated" and "context" in ep.error and not ep.calls

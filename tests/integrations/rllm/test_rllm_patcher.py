@@ -15,10 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 from agentboost.integrations.rllm import patcher as rp
-
-REPO = Path(__file__).resolve().parents[3]
 
 RUNNER = """
 import json, os, signal, sys

@@ -16,9 +16,9 @@ import torch
 
 from agentboost.integrations.verl.config import compose_ppo_config
 from agentboost.integrations.verl.sampler import VerlServerSampler
+from agentboost.integrations.verl.server_client import ForwardingServerClient
 from agentboost.sampling.protocol import SamplerError, SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler, ScriptedTurn
-from agentboost.integrations.verl.server_client import ForwardingServerClient
 
 PROMPT_LEN, RESPONSE_LEN = 1024, 256
 FAILED = -1.0
@@ -391,6 +391,7 @@ def test_verls_default_v1_worker_stores_the_same_rows(scripted_worker, monkeypat
 
 
 # -- the real model ---------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_real_smollm2_through_the_worker_trains_exactly_the_sampled_tokens(smollm2_path, smollm2_engine, loops_yaml):
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 

@@ -2,11 +2,10 @@
 back into the same agentboost task by the agent loop."""
 
 import json
-import subprocess
-import sys
 
 import pyarrow.parquet as pq
 import pytest
+from helpers import cli
 
 from agentboost.integrations.verl.agent_loop import task_from_row
 from agentboost.integrations.verl.config import compose_ppo_config
@@ -20,12 +19,6 @@ TASKS = [
 ]
 
 
-def cli(*args):
-    res = subprocess.run([sys.executable, "-m", "agentboost.cli", *args], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-2000:]
-    return res.stdout
-
-
 def test_any_task_file_becomes_verl_rows_that_verls_dataset_reads(tmp_path, smollm2_path):
     from transformers import AutoTokenizer
     from verl.utils.dataset.rl_dataset import RLHFDataset
@@ -33,7 +26,8 @@ def test_any_task_file_becomes_verl_rows_that_verls_dataset_reads(tmp_path, smol
     src = tmp_path / "tasks.jsonl"
     src.write_text("".join(json.dumps(t) + "\n" for t in TASKS))
     out = tmp_path / "verl" / "train.parquet"
-    assert "wrote 3 veRL rows" in cli("data", "verl", str(src), "--out", str(out), "--agent-name", "my_agent")
+    assert "wrote 3 veRL rows" in cli("data", "verl", str(src), "--out", str(out), "--agent-name", "my_agent",
+                                    check=True).stdout
 
     table = pq.read_table(out)
     assert {"prompt", "agent_name", "data_source", "reward_model", "extra_info"} <= set(table.column_names)
@@ -56,7 +50,7 @@ def test_data_prepare_writes_verl_rows_next_to_the_task_files(tmp_path):
     src.write_text("".join(json.dumps({"problem": f"What is {i}+{i}?", "answer": str(2 * i)}) + "\n" for i in range(10)))
     out = tmp_path / "math"
     text = cli("data", "prepare", "math", "--source", str(src), "--out", str(out), "--test-fraction", "0.2",
-               "--verl-agent", "strands_math")
+               "--verl-agent", "strands_math", check=True).stdout
     assert "veRL rows" in text
     train = pq.read_table(out / "verl_train.parquet").to_pylist()
     test = pq.read_table(out / "verl_test.parquet").to_pylist()
@@ -71,8 +65,7 @@ def test_data_prepare_writes_verl_rows_next_to_the_task_files(tmp_path):
 def test_a_bad_task_file_is_a_named_error(tmp_path):
     src = tmp_path / "bad.jsonl"
     src.write_text(json.dumps({"task_id": "x", "prompt": "no question field"}) + "\n")
-    res = subprocess.run([sys.executable, "-m", "agentboost.cli", "data", "verl", str(src), "--out",
-                          str(tmp_path / "o.parquet")], capture_output=True, text=True, timeout=120)
+    res = cli("data", "verl", str(src), "--out", str(tmp_path / "o.parquet"), timeout=120)
     assert res.returncode != 0 and "question" in res.stderr and str(src) in res.stderr
     assert not (tmp_path / "o.parquet").exists()
     with pytest.raises(Exception, match="agentboost_task"):

@@ -5,7 +5,6 @@ the loops run; and the DeepCoder script's own configuration drives veRL's real w
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,20 +12,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from helpers import REPO, dry_run
 
 from agentboost.integrations.verl.config import compose_ppo_config, validate_ppo_config
 
-ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = {
-    "deepcoder": (ROOT / "examples/deepcoder/train_deepcoder_with_strands.sh", "strands_coder"),
-    "math": (ROOT / "examples/math/train_math_with_strands.sh", "strands_math"),
+    "deepcoder": (REPO / "examples/deepcoder/train_deepcoder_with_strands.sh", "strands_coder"),
+    "math": (REPO / "examples/math/train_math_with_strands.sh", "strands_math"),
 }
-
-
-def overrides_of(script, *extra, **env):
-    res = subprocess.run(["bash", str(script), *extra], capture_output=True, text=True, check=True, timeout=60,
-                         env={"PATH": os.environ["PATH"], "HOME": "/home/user", "DRY_RUN": "1", **env})
-    return res.stdout.splitlines()
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
@@ -34,7 +27,7 @@ def test_the_scripts_overrides_compose_with_verls_config_and_pass_its_validation
     from agentboost.integrations.verl.agent_loop import _configured
 
     script, agent_name = EXAMPLES[name]
-    lines = overrides_of(script)
+    lines = dry_run(script)
     cfg = compose_ppo_config(lines)
     validate_ppo_config(cfg)
     rollout = cfg.actor_rollout_ref.rollout
@@ -49,14 +42,14 @@ def test_the_scripts_overrides_compose_with_verls_config_and_pass_its_validation
     # the whole episode fits the row veRL pads to
     assert spec.max_response_tokens <= rollout.response_length and entry["max_new_tokens"] <= rollout.response_length
     # a user's extra override wins, and a misspelt key is refused by Hydra
-    assert compose_ppo_config(overrides_of(script, "actor_rollout_ref.rollout.n=4")).actor_rollout_ref.rollout.n == 4
+    assert compose_ppo_config(dry_run(script, "actor_rollout_ref.rollout.n=4")).actor_rollout_ref.rollout.n == 4
     with pytest.raises(Exception, match="no_such_key"):
-        compose_ppo_config(overrides_of(script, "actor_rollout_ref.rollout.no_such_key=1"))
+        compose_ppo_config(dry_run(script, "actor_rollout_ref.rollout.no_such_key=1"))
 
 
 def test_validation_refuses_batch_sizes_the_gpus_cannot_split():
     # the check is live: 128 tasks x 8 episodes cannot be split over 7 GPUs without dynamic batches
-    cfg = compose_ppo_config(overrides_of(EXAMPLES["math"][0], "actor_rollout_ref.actor.use_dynamic_bsz=False",
+    cfg = compose_ppo_config(dry_run(EXAMPLES["math"][0], "actor_rollout_ref.actor.use_dynamic_bsz=False",
                                           "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
                                           "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
                                           "trainer.n_gpus_per_node=7"))
@@ -68,7 +61,7 @@ def test_math_preparer_writes_rows_for_the_math_loop(tmp_path):
     train, test = tmp_path / "train.jsonl", tmp_path / "test.jsonl"
     train.write_text("".join(json.dumps({"problem": f"What is {i}*3?", "answer": str(3 * i)}) + "\n" for i in range(6)))
     test.write_text(json.dumps({"problem": "What is 2^5?", "solution": "It is \\boxed{32}."}) + "\n")
-    res = subprocess.run([sys.executable, str(ROOT / "examples/math/prepare_math_data.py"), "--out", str(tmp_path / "o"),
+    res = subprocess.run([sys.executable, str(REPO / "examples/math/prepare_math_data.py"), "--out", str(tmp_path / "o"),
                           "--train-source", str(train), "--test-source", str(test)], capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -83,8 +76,8 @@ def test_the_deepcoder_scripts_config_runs_its_agent_in_verls_worker(tmp_path, s
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from agentboost.sampling.scripted import ScriptedSampler
     from agentboost.integrations.verl.server_client import ForwardingServerClient
+    from agentboost.sampling.scripted import ScriptedSampler
 
     src = tmp_path / "deepcoder.jsonl"
     problems = [{"problem": "Read two integers and print their sum.",
@@ -93,13 +86,13 @@ def test_the_deepcoder_scripts_config_runs_its_agent_in_verls_worker(tmp_path, s
                  "tests": json.dumps({"inputs": ["3\n", "5\n"], "outputs": ["9\n", "25\n"]})}]
     src.write_text("".join(json.dumps(p) + "\n" for p in problems))
     data = tmp_path / "data"
-    res = subprocess.run([sys.executable, str(ROOT / "examples/deepcoder/prepare_deepcoder_data.py"), "--out", str(data),
+    res = subprocess.run([sys.executable, str(REPO / "examples/deepcoder/prepare_deepcoder_data.py"), "--out", str(data),
                           "--source", str(src), "--configs", "taco", "--test-fraction", "0"],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
 
     # the script's own overrides, with the small model and the prepared data
-    cfg = compose_ppo_config(overrides_of(EXAMPLES["deepcoder"][0], MODEL_PATH=str(smollm2_path), DATA_DIR=str(data)))
+    cfg = compose_ppo_config(dry_run(EXAMPLES["deepcoder"][0], MODEL_PATH=str(smollm2_path), DATA_DIR=str(data)))
     tok = AutoTokenizer.from_pretrained(str(smollm2_path))
     sum_code = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
 

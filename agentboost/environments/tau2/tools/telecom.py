@@ -1,6 +1,6 @@
 """tau2 telecom's agent tools for an agent spec (``tools=["agentboost.environments.tau2.tools.telecom"]``, which pool
 workers import by name): the toolkit's methods with their real signatures and docstrings; each
-episode acts on its own environment, made from its task row (``tau2_domain.episode_tools``)."""
+episode acts on its own environment, made from its task row (``domain.episode_tools``)."""
 
 from ..domain import episode_tools
 

@@ -1,0 +1,8 @@
+"""``python -m agentboost.cli``: the ``agentboost`` command."""
+
+import sys
+
+from . import main
+
+if __name__ == "__main__":
+    sys.exit(main())

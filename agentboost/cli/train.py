@@ -1,0 +1,166 @@
+"""``train``, ``plot``, ``export``, ``sft`` and ``eval``: a training run and what comes of it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .common import UsageError, add_command, add_options
+
+
+def add_train(sub) -> None:
+    p = add_command(sub, "train", cmd_train, help="GRPO on one machine (the local backend)",
+                    description="Train the policy with GRPO/RLOO/REINFORCE++ on one machine. CONFIG is YAML; "
+                                "key=value pairs override it (e.g. run.steps=5 optim.lr=1e-4).")
+    p.add_argument("config", nargs="?", help="YAML configuration (not needed with --resume)")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, key.sub=value")
+    p.add_argument("--run-dir", help="output directory (default: runs/<config name>-<time>)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
+
+
+def add_plot(sub) -> None:
+    p = add_command(sub, "plot", cmd_plot, help="redraw a run's PNG plots", description="Redraw RUN_DIR/plots/*.png.")
+    p.add_argument("run_dir")
+
+
+def add_export(sub) -> None:
+    p = add_command(sub, "export", cmd_export, help="export a run's episodes for fine-tuning or inspection",
+                    description="Write selected training episodes of a run (messages and token segments) as JSONL.")
+    p.add_argument("run_dir")
+    p.add_argument("--out", required=True)
+    p.add_argument("--min-reward", type=float, help="keep episodes with reward >= this")
+    p.add_argument("--success-only", action="store_true", help="keep episodes whose outcome is a full success")
+    p.add_argument("--limit", type=int, help="at most this many episodes")
+    p.add_argument("--include-validation", action="store_true", help="also export validation episodes")
+
+
+def add_sft(sub) -> None:
+    p = add_command(sub, "sft", cmd_sft, help="supervised fine-tuning on episodes (rejection-sampling fine-tuning)",
+                    description="Fine-tune on the sampled tokens of episodes (episode records or `agentboost export` "
+                                "files, e.g. a run's successes) and write a model directory that --model and "
+                                "model.path accept.")
+    p.add_argument("files", nargs="+", help="episode JSONL files (records or exports)")
+    p.add_argument("--out", required=True, help="output model directory")
+    p.add_argument("--model", default="smollm2-135m-instruct", help="starting model (embedded name or HF directory)")
+    p.add_argument("--full", action="store_true", help="full fine-tuning instead of LoRA (merged into the output)")
+    add_options(p, ("--lora-r", 16, None), ("--epochs", 1, None), ("--lr", 1e-4, None),
+                ("--batch-rows", 16, "rows per optimizer step (default: 16)"), ("--micro-batch-tokens", 4096, None),
+                ("--seed", 0, None))
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+
+
+def add_eval(sub) -> None:
+    p = add_command(sub, "eval", cmd_eval,
+                    help="a checkpoint or model against a baseline, with a paired significance test",
+                    description="Run the model and the baseline on the same held-out tasks with the same agent, "
+                                "reward, sampling parameters and seeds; report each one's success rate, mean reward "
+                                "and tool-call rate, the paired difference over tasks with its 95%% CI, a p-value "
+                                "(paired sign-flip permutation test over tasks) and whether it is significant.")
+    p.add_argument("--model", required=True, help="a training run directory (its newest intact checkpoint), "
+                                                  "an embedded model name or a model directory")
+    p.add_argument("--baseline", default=None, help="the same kinds; default: the model's base model")
+    p.add_argument("--config", help="training YAML for the agent, reward and validation sampling "
+                                    "(default: the run's config.yaml, else the defaults)")
+    p.add_argument("overrides", nargs="*", help="dotted overrides of that configuration, e.g. validation.temperature=0.5")
+    add_options(p, ("--tasks", str, "held-out task file (default: the configuration's data.val_file)"),
+                ("--samples", int, "episodes per task (default: validation.k)"),
+                ("--max-tasks", int, "evaluate on the first N tasks"),
+                ("--seed", 0, "sampling seed, the same for both (default: 0)"),
+                ("--alpha", 0.05, "significance level (default: 0.05)"), ("--workers", 1, None), ("--slots", 16, None),
+                ("--out", "eval", "directory for eval.json and both policies' episodes (default: eval)"))
+
+
+def cmd_train(args) -> int:
+    from ..trainer.config import load_config
+    from ..trainer.loop import Trainer
+
+    if args.resume:
+        if args.config or args.overrides:
+            raise UsageError("--resume continues a run with its saved config; give no CONFIG or overrides")
+        trainer = Trainer(None, args.resume, resume=True)
+    else:
+        if not args.config:
+            raise UsageError("a CONFIG file is required (or --resume RUN_DIR)")
+        cfg = load_config(args.config, args.overrides)
+        run_dir = args.run_dir or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if Path(run_dir, "checkpoints", "latest").exists():
+            raise UsageError(f"{run_dir} already holds a run; use --resume {run_dir} or another --run-dir")
+        trainer = Trainer(cfg, run_dir)
+    print(f"run directory: {trainer.run_dir}", flush=True)
+    import signal
+
+    # SIGTERM (a cancelled job, a scheduler's stop): finish the step, checkpoint, exit cleanly
+    signal.signal(signal.SIGTERM, lambda *_: trainer.request_stop("stopped by SIGTERM"))
+    result = trainer.run()
+    print(f"done: {result['steps']} steps ({result['stopped']}); metrics in {trainer.run_dir / 'metrics.jsonl'}, "
+          f"plots in {trainer.run_dir / 'plots'}")
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from ..trainer.metrics import draw_plots
+
+    for path in draw_plots(args.run_dir):
+        print(path)
+    return 0
+
+
+def cmd_export(args) -> int:
+    from ..trainer.export import export_run
+
+    n = export_run(args.run_dir, args.out, min_reward=args.min_reward, success_only=args.success_only,
+                   limit=args.limit, include_validation=args.include_validation)
+    print(f"exported {n} episodes to {args.out}")
+    return 0
+
+
+def cmd_sft(args) -> int:
+    from ..trainer.sft import SFTConfig, load_sft_rows, run_sft
+
+    for name, value in (("--epochs", args.epochs), ("--batch-rows", args.batch_rows),
+                        ("--micro-batch-tokens", args.micro_batch_tokens), ("--lora-r", args.lora_r)):
+        if value < 1:
+            raise UsageError(f"{name} must be >= 1, got {value}")
+    if args.lr <= 0:
+        raise UsageError(f"--lr must be > 0, got {args.lr}")
+    rows = load_sft_rows(args.files)
+    cfg = SFTConfig(model=args.model, lora=not args.full, lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
+                    epochs=args.epochs, lr=args.lr, batch_rows=args.batch_rows,
+                    micro_batch_tokens=args.micro_batch_tokens, seed=args.seed)
+    try:
+        res = run_sft(rows, cfg, args.out, overwrite=args.overwrite)
+    except FileExistsError as e:
+        raise UsageError(f"{e}; choose another --out or pass --overwrite") from None
+    print(f"trained on {res['rows']} rows in {res['steps']} steps: loss {res['first_loss']:.4f} -> "
+          f"{res['last_loss']:.4f}; model in {res['out']}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from ..tasks import load_tasks
+    from ..trainer.evaluation import config_for, evaluate
+
+    cfg = config_for(args.model, args.config, args.overrides)
+    task_file = args.tasks or cfg.data.val_file
+    if not task_file:
+        raise UsageError("no held-out tasks: give --tasks or a configuration with data.val_file")
+    tasks = load_tasks(task_file, question_field=cfg.data.question_field)[: args.max_tasks]
+    baseline = args.baseline or cfg.model.path
+    res = evaluate(args.model, baseline, tasks, cfg, samples=args.samples or cfg.validation.k, seed=args.seed,
+                   alpha=args.alpha, workers=args.workers, slots=args.slots, out_dir=args.out)
+    d = res["difference"]
+    print(f"{res['tasks']} tasks x {res['samples_per_task']} samples, seed {res['seed']}, "
+          f"temperature {res['sampling']['temperature']:g}")
+    print(f"{'policy':<10} {'success (95% CI)':>17} {'reward':>7} {'tools':>6} {'tool ok':>8} {'malformed':>9} "
+          f"{'turns':>6}  source")
+    for name in ("model", "baseline"):
+        r = res[name]
+        reward = f"{r['mean_reward']:.3f}" if r["mean_reward"] is not None else "-"
+        print(f"{name:<10} {r['success_rate']:>9.3f} ± {r['success_ci95']:.3f} {reward:>7} {r['tool_call_rate']:>6.2f} "
+              f"{r['tool_success_rate']:>8.2f} {r['malformed_tool_call_rate']:>9.2f} {r['mean_turns']:>6.2f}  {r['policy']}")
+    lo, hi = d["ci95"]
+    print(f"difference {d['mean_difference']:+.3f} (95% CI {lo:+.3f} .. {hi:+.3f}), p = {d['p_value']:.4f} "
+          f"({d['method']}; {d['differing_tasks']} of {d['tasks']} tasks differ): "
+          f"{'significant' if d['significant'] else 'not significant'} at alpha {d['alpha']:g}")
+    print(f"written: {Path(args.out) / 'eval.json'}")
+    return 0
