@@ -5,3 +5,9 @@ other exception is a bug of ours and keeps its traceback."""
 
 class InputError(ValueError):
     """Bad input; the message names the file (or option), the field and what was expected."""
+
+
+class RunFailed(RuntimeError):
+    """A run that cannot learn (non-finite loss or weights, every episode failing): the run stops
+    with this named error instead of ending "completed", and writes no checkpoint of the broken
+    state. The command line prints it as one line (exit status 1)."""

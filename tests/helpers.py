@@ -123,6 +123,11 @@ def length_reward(task, episode):
     return -len(episode.final_answer or "") / 100.0
 
 
+def broken_reward(task, episode):
+    """A reward that cannot score anything (``reward.name=helpers:broken_reward``): every episode errors."""
+    raise RuntimeError("this reward is broken")
+
+
 def vllm_python_or_skip() -> str:
     """The vLLM engine's interpreter (.venv-vllm, ``bash setup.sh --vllm``). Without it the test
     skips, and fails instead under CI=true: CI installs the engine, so its absence there is a

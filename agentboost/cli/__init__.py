@@ -1,6 +1,7 @@
 """The ``agentboost`` command line: one module per command group, each adding its commands' parsers
 and holding their ``cmd_*`` functions, which parse, call the package and print. ``main`` turns bad
-input (``InputError``) into one line on stderr and exit code 2; any other error keeps its traceback."""
+input (``InputError``) into one line on stderr and exit code 2, a run that cannot learn
+(``RunFailed``) into one line and exit code 1; any other error keeps its traceback."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import argparse
 import sys
 
 from .. import __version__
-from ..errors import InputError
+from ..errors import InputError, RunFailed
 from . import data, episodes, grading, jobs, models, rollout, serve, train
 from .common import UsageError
 
@@ -37,3 +38,6 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as e:  # bad input (UsageError is one): one line; anything else keeps its traceback
         print(f"agentboost {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except RunFailed as e:  # a run that cannot learn: named, one line, never "done"
+        print(f"agentboost {args.command}: run failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1

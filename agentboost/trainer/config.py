@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,6 +131,9 @@ class RunConfig:
     tensorboard: bool = True
     wandb_project: str = ""  # set to log to W&B (WANDB_MODE=offline works)
     prometheus_port: int = 0  # > 0: this run's metrics at http://127.0.0.1:PORT/metrics
+    # a step in which this share of episodes failed (timeout, crash, error) stops the run with the
+    # commonest errors (trainer/health.py); 1.0: only a step in which every episode failed
+    max_failed_share: float = 1.0
 
 
 @dataclass
@@ -333,8 +337,77 @@ def validate(cfg: TrainConfig, where: str, for_training: bool = True) -> None:
         raise ConfigError(f"{where}: data.group_size must be >= 2 for {cfg.algorithm.adv_estimator}")
     if for_training and not cfg.data.train_file:
         raise ConfigError(f"{where}: data.train_file is required")
-    if cfg.optim.lr <= 0:
-        raise ConfigError(f"{where}: optim.lr must be > 0")
+    check_bounds(cfg, where)
+
+
+# Documented bounds of the numeric keys: (low, high, low inclusive, high inclusive); None is open.
+# Every float key must also be finite (nan and inf are refused for all of them).
+BOUNDS: dict[str, tuple[float | None, float | None, bool, bool]] = {
+    "model.lora_r": (1, 1024, True, True),
+    "model.lora_alpha": (0, None, False, False),
+    "model.lora_dropout": (0, 1, True, False),
+    "data.group_size": (1, 1024, True, True),
+    "data.tasks_per_step": (1, 100_000, True, True),
+    "agent.max_model_calls": (1, None, True, False),
+    "agent.max_response_tokens": (1, None, True, False),
+    "agent.timeout_s": (0, None, False, False),
+    "sampling.temperature": (0, 10, False, True),
+    "sampling.top_p": (0, 1, False, True),
+    "validation.every": (0, None, True, False),
+    "validation.max_tasks": (1, None, True, False),
+    "validation.k": (1, 1024, True, True),
+    "validation.temperature": (0, 10, True, True),
+    "validation.top_p": (0, 1, False, True),
+    "validation.max_new_tokens": (1, None, True, False),
+    "algorithm.clip_ratio_low": (0, None, True, False),
+    "algorithm.clip_ratio_high": (0, None, True, False),
+    "algorithm.clip_ratio_c": (1, None, False, False),
+    "algorithm.kl_coef": (0, None, True, False),
+    "algorithm.gamma": (0, 1, True, True),
+    "optim.lr": (0, 1, False, True),
+    "optim.weight_decay": (0, None, True, False),
+    "optim.warmup_steps": (0, None, True, False),
+    "optim.grad_clip": (0, None, False, False),
+    "run.checkpoint_every": (0, None, True, False),
+    "run.max_wall_s": (0, None, True, False),
+    "run.max_cost": (0, None, True, False),
+    "run.cost_per_hour": (0, None, True, False),
+    "run.prometheus_port": (0, 65535, True, True),
+    "run.max_failed_share": (0, 1, False, True),
+    "rollout.vllm_kv_cache_gib": (0, None, False, False),
+    "rollout.vllm_max_model_len": (0, None, True, False),
+    "rollout.vllm_startup_timeout_s": (0, None, False, False),
+}
+
+
+def _describe_bounds(lo, hi, lo_in, hi_in) -> str:
+    parts = []
+    if lo is not None:
+        parts.append(f"{'>=' if lo_in else '>'} {lo:g}")
+    if hi is not None:
+        parts.append(f"{'<=' if hi_in else '<'} {hi:g}")
+    return " and ".join(parts)
+
+
+def check_bounds(cfg: TrainConfig, where: str) -> None:
+    """Every float key finite; every key of ``BOUNDS`` within its bounds. One line names the key,
+    the value and what was expected."""
+    def walk(obj, prefix):
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                yield from walk(value, f"{prefix}{f.name}.")
+            else:
+                yield prefix + f.name, value
+
+    for key, value in walk(cfg, ""):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where}: {key} must be a finite number, got {value}")
+        if key in BOUNDS and isinstance(value, (int, float)) and not isinstance(value, bool):
+            lo, hi, lo_in, hi_in = BOUNDS[key]
+            if (lo is not None and (value < lo or (value == lo and not lo_in))) or \
+                    (hi is not None and (value > hi or (value == hi and not hi_in))):
+                raise ConfigError(f"{where}: {key} must be {_describe_bounds(lo, hi, lo_in, hi_in)}, got {value:g}")
 
 
 def save_config(cfg: TrainConfig, path: Path) -> None:

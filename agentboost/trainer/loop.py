@@ -31,6 +31,7 @@ from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
 from ..tasks import load_tasks
 from . import batch as batching
+from . import health
 from . import loss as losses
 from .agent_setup import agent_spec, environment
 from .checkpoint import CheckpointError, load_latest_intact, save_checkpoint
@@ -330,6 +331,10 @@ class Trainer:
         with EpisodeWriter(self.run_dir / "episodes" / f"step_{self.step + 1:06d}.jsonl") as w:
             for ep in episodes:  # after the group policy: failed episodes carry their reward
                 w.write(ep)
+        health.check_episode_failures(episodes, cfg.run.max_failed_share, self.step + 1)  # written first: nothing lost
+        for warning in health.step_warnings(episodes, adv.all_equal_groups, adv.groups):
+            self.log(f"warning: step {self.step + 1}: {warning}")
+            self.metrics.log_event({"event": "warning", "step": self.step + 1, "warning": warning})
         t_up = time.perf_counter()
         update = self.update(rows) if rows else {"loss": 0.0, "grad_norm": 0.0, "pg_clipfrac": 0.0, "ppo_kl": 0.0,
                                                   "kl": 0.0, "trained_tokens": 0}
@@ -389,6 +394,7 @@ class Trainer:
             self.model.train()
             for _ in range(cfg.optim.updates_per_step):
                 self.optimizer.zero_grad(set_to_none=True)
+                pass_loss = 0.0
                 for mb in batches:
                     batch = batching.pad_batch(mb, pad, device=device)
                     logp = losses.token_logprobs(self.model, batch, cfg.sampling.temperature,
@@ -409,6 +415,7 @@ class Trainer:
                     share = len(mb) / total_rows  # micro-batch losses are means over their rows
                     (loss * share).backward()
                     stats["loss"] += float(loss.detach()) * share
+                    pass_loss += float(loss.detach()) * share
                     # not every registered loss reports these (gpg reports none)
                     stats["pg_clipfrac"] += float(pg.get("actor/pg_clipfrac", 0.0)) * share
                     stats["ppo_kl"] += float(pg.get("actor/ppo_kl", 0.0)) * share
@@ -417,7 +424,9 @@ class Trainer:
                 params = [p for p in self.model.parameters() if p.requires_grad]
                 grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
                 stats["grad_norm"] = float(grad_norm)
+                health.check_loss_and_grad(pass_loss, stats["grad_norm"], self.step + 1)  # before the weights change
                 self.optimizer.step()
+                health.check_weights(params, self.step + 1)  # never checkpoint (or serve) broken weights
             self.scheduler.step()
             self.model.eval()
         n = cfg.optim.updates_per_step

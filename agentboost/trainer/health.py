@@ -1,0 +1,76 @@
+"""Run health: the checks that stop a run which cannot learn, and the warnings for steps that teach
+little. A run never ends "completed" on broken weights or on episodes that all failed:
+
+- a non-finite loss or gradient norm stops the update before the optimizer touches the weights;
+  weights that an optimizer step made non-finite stop the run before anything is checkpointed, so
+  the last checkpoint (``checkpoints/latest``) stays the last good one;
+- a step in which the share of failed episodes (timeout, crash, error) reaches
+  ``run.max_failed_share`` (default 1.0: every episode failed) stops the run, naming the commonest
+  errors;
+- a step whose groups all have equal rewards (no learning signal) or whose episodes are mostly
+  truncated gets a warning on the console and in ``events.jsonl``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Iterable
+
+import torch
+
+from ..episodes.record import Episode, Status
+from ..errors import RunFailed
+
+TRUNCATION_WARNING_SHARE = 0.5
+
+
+class NonFiniteUpdate(RunFailed):
+    """The loss, the gradients or the updated weights are not finite."""
+
+
+class EpisodesFailed(RunFailed):
+    """Too many of a step's episodes failed for the step to teach anything."""
+
+
+def check_loss_and_grad(loss: float, grad_norm: float, step: int) -> None:
+    """Before the optimizer step: the weights are still the last good ones."""
+    if not math.isfinite(loss) or not math.isfinite(grad_norm):
+        raise NonFiniteUpdate(f"step {step}: the update's loss ({loss}) or gradient norm ({grad_norm}) is not finite; "
+                              "the weights were not changed and nothing was checkpointed (lower optim.lr, check the "
+                              "reward's values, or keep optim.grad_clip)")
+
+
+def check_weights(params: Iterable[torch.Tensor], step: int) -> None:
+    """After the optimizer step: every trainable weight finite."""
+    bad = sum(int((~torch.isfinite(p.detach())).sum()) for p in params)
+    if bad:
+        raise NonFiniteUpdate(f"step {step}: the optimizer step made {bad} weights non-finite; the run stops before "
+                              "checkpointing them (the last checkpoint is the last good one; lower optim.lr)")
+
+
+def failure_reasons(episodes: list[Episode], most: int = 3) -> str:
+    """The commonest statuses and error texts of the failed episodes, as one line."""
+    reasons = Counter(f"{ep.status}: {(ep.error or 'no error text').splitlines()[0][:200]}"
+                      for ep in episodes if ep.failed)
+    return "; ".join(f"{n}x {r}" for r, n in reasons.most_common(most))
+
+
+def check_episode_failures(episodes: list[Episode], max_failed_share: float, step: int) -> None:
+    failed = sum(ep.failed for ep in episodes)
+    if episodes and failed / len(episodes) >= max_failed_share:
+        raise EpisodesFailed(f"step {step}: {failed} of {len(episodes)} episodes failed (run.max_failed_share="
+                             f"{max_failed_share:g}); commonest: {failure_reasons(episodes)}")
+
+
+def step_warnings(episodes: list[Episode], all_equal_groups: int, groups: int) -> list[str]:
+    """Warnings for a step that teaches little (the run goes on)."""
+    out = []
+    if groups and all_equal_groups == groups:
+        out.append(f"all {groups} groups have equal rewards: no learning signal this step (tasks too easy or too "
+                   "hard for the policy, or a reward that gives everyone the same)")
+    truncated = sum(ep.status == Status.TRUNCATED for ep in episodes)
+    if episodes and truncated / len(episodes) > TRUNCATION_WARNING_SHARE:
+        out.append(f"{truncated} of {len(episodes)} episodes were truncated (raise sampling.max_new_tokens or "
+                   "agent.max_response_tokens)")
+    return out
