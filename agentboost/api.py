@@ -171,9 +171,11 @@ def train(config: GRPOConfig | dict[str, Any], training_data, evaluation_data=No
           run_dir: str | Path | None = None, log=print) -> Run:
     """Train on the local backend (blocking) and return the run's handle. ``training_data`` /
     ``evaluation_data``: the guide's rows, agentboost task rows, or a task file."""
+    from .agents.strands_process_pool import ensure_not_spawning
     from .trainer.config import load_config
     from .trainer.loop import Trainer
 
+    ensure_not_spawning("agentboost.train")
     cfg_in = GRPOConfig.from_dict(config) if isinstance(config, dict) else config
     run_dir = Path(run_dir or f"runs/api-{time.strftime('%Y%m%d-%H%M%S')}")
     if (run_dir / "config.yaml").exists():

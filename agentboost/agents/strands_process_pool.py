@@ -69,6 +69,25 @@ class _Worker:
     stop_sent_at: float | None = None
 
 
+# Workers are spawned: each imports the main module again. A script that starts training at its top
+# level (no main guard) starts it again in every worker, which then never becomes ready.
+MAIN_GUARD_HINT = ('if training is started from a script, put it under `if __name__ == "__main__":` '
+                   "(pool workers are spawned processes that import the main module again)")
+
+
+class SpawnedWorkerImport(RuntimeError):
+    """Training was started while a spawned worker imported the main module (no main guard)."""
+
+
+def ensure_not_spawning(what: str) -> None:
+    """Refuse to start ``what`` inside a process that is still being spawned: there it would start
+    training again in every worker, and the pool would wait for workers that never get ready."""
+    import multiprocessing.process
+
+    if getattr(multiprocessing.process.current_process(), "_inheriting", False):  # multiprocessing's own test
+        raise SpawnedWorkerImport(f"{what} was called while a worker process was starting; {MAIN_GUARD_HINT}")
+
+
 def _signal_name(exitcode: int | None) -> str:
     if exitcode is None:
         return "unknown exit"
@@ -135,6 +154,9 @@ class StrandsProcessPool:
         with self._lock:
             if self._closing:
                 raise RuntimeError("the pool is closed")
+            if self.broken is not None:  # nothing will ever run it: it fails now, never waits
+                self._fail(job, Status.ERROR, f"pool: {self.broken}")
+                return job.future
             if len(self._pending) >= self.max_queue:
                 if not block:
                     return None
@@ -344,7 +366,7 @@ class StrandsProcessPool:
                 self.retries += 1
         w.inflight.clear()
         if self._startup_failures >= 3:
-            self._break(f"workers keep dying before they are ready (last: {reason})")
+            self._break(f"workers keep dying before they are ready (last: {reason}); {MAIN_GUARD_HINT}")
         elif not self._closing and self.broken is None:
             self._spawn()
 

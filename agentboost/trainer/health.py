@@ -51,7 +51,7 @@ def check_weights(params: Iterable[torch.Tensor], step: int) -> None:
 
 def failure_reasons(episodes: list[Episode], most: int = 3) -> str:
     """The commonest statuses and error texts of the failed episodes, as one line."""
-    reasons = Counter(f"{ep.status}: {(ep.error or 'no error text').splitlines()[0][:200]}"
+    reasons = Counter(f"{ep.status}: {(ep.error or 'no error text').splitlines()[0][:400]}"
                       for ep in episodes if ep.failed)
     return "; ".join(f"{n}x {r}" for r, n in reasons.most_common(most))
 

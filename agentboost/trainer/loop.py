@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ..agents.strands_process_pool import StrandsProcessPool
+from ..agents.strands_process_pool import StrandsProcessPool, ensure_not_spawning
 from ..episodes.passk import pass_at_k
 from ..episodes.record import STATUSES, Episode, EpisodeWriter
 from ..episodes.summary import split_metrics, success_ci95, tool_use_metrics
@@ -72,6 +72,7 @@ class TaskStream:
 
 class Trainer:
     def __init__(self, cfg: TrainConfig, run_dir: str | Path, resume: bool = False, log=print):
+        ensure_not_spawning("Trainer")
         self.cfg, self.run_dir, self.log = cfg, Path(run_dir), log
         self.stop_requested: str | None = None
         self._warned: set[float] = set()  # budget warning levels already given
