@@ -6,6 +6,8 @@ setup(
     description="The Agent Training Kit: reinforcement learning for Strands Agents",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    license_files=["LICENSE"],
     python_requires=">=3.10",
     packages=find_packages(include=["agentboost", "agentboost.*"]),
     install_requires=[

@@ -193,7 +193,8 @@ def train(config: GRPOConfig | dict[str, Any], training_data, evaluation_data=No
         overrides += [f"agent.tools={json.dumps([t if isinstance(t, str) else _import_path(t) for t in agent.tools])}",
                       f"agent.system_prompt={json.dumps(agent.system_prompt)}",
                       f"agent.max_response_tokens={agent.max_response_tokens}",
-                      f"agent.timeout_s={agent.timeout_s}", f"agent.agent_type={json.dumps(agent.agent_type)}"]
+                      f"agent.timeout_s={agent.timeout_s}", f"agent.agent_type={json.dumps(agent.agent_type)}",
+                      f"agent.reasoning={json.dumps(agent.reasoning)}"]
     # the guide's names last: they win over the agent's own call limit
     cfg = load_config(None, overrides + cfg_in.training_overrides())
     if evaluation_data is None:

@@ -4,7 +4,7 @@ both). Each entry is a module or a package prefix; the first layer whose prefix 
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("record and shared types", ("agentboost.errors", "agentboost.files", "agentboost.imports", "agentboost.moved", "agentboost.tasks",
-                                 "agentboost.episodes", "agentboost.layers")),
+                                 "agentboost.episodes", "agentboost.layers", "agentboost.reasoning")),
     ("sandbox, models, sampling protocol", ("agentboost.sandbox", "agentboost.models", "agentboost.sampling.protocol")),
     ("samplers and engines", ("agentboost.sampling",)),
     ("rewards (registry, code and math, shaping, groups) and the plug-in protocols",

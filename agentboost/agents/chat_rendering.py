@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .tool_parsers import ParsedToolCall
+from ..reasoning import block_reasoning
+from .tool_parsers import ParsedToolCall, get_tool_formatter
 
 HERMES_TOOLS_PROMPT = (
     "You are a function calling AI model. You may call one or more functions to assist with the "
@@ -31,19 +32,23 @@ def tool_spec_to_openai(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
+def format_tool_call(name: str, arguments: dict[str, Any], tool_parser: str = "hermes") -> str:
+    """One call as the model family of ``tool_parser`` writes it (a registered parser's formatter;
+    Hermes ``<tool_call>{json}</tool_call>`` by default), e.g. for demonstrations."""
+    return get_tool_formatter(tool_parser)([(name, arguments)])
 
 
-def turn_key(text: str, tool_use_ids: list[str]) -> str:
+def turn_key(text: str, tool_use_ids: list[str], reasoning: str = "") -> str:
     """Identifies an assistant turn the trainable model produced: by its tool-use ids (unique per
-    call) or, for a plain answer, by its text."""
-    return "tools:" + ",".join(tool_use_ids) if tool_use_ids else "text:" + text
+    call) or, for a plain answer, by its text (its content and, when it has some, its reasoning)."""
+    if tool_use_ids:
+        return "tools:" + ",".join(tool_use_ids)
+    return "text:" + text if not reasoning else "reasoning:" + json.dumps([reasoning, text], ensure_ascii=False)
 
 
 def turn_key_of(blocks: list[dict[str, Any]]) -> str:
     ids = [b["toolUse"]["toolUseId"] for b in blocks if "toolUse" in b]
-    return turn_key("".join(b["text"] for b in blocks if "text" in b), ids)
+    return turn_key("".join(b["text"] for b in blocks if "text" in b), ids, reasoning=block_reasoning(blocks))
 
 
 def _text_of(blocks: list[dict[str, Any]], where: str) -> str:

@@ -13,9 +13,10 @@ A task row's solution::
     "solution": {"calls": [{"name": "calculator", "arguments": {"expression": "37 * 412 - 95"}}],
                  "answer": "The answer is 15149."}
 
-One call per model turn, in order; then the answer. The policy finds the task by its question in
-the prompt (the longest question the prompt contains, so one question being part of another does
-not confuse it).
+One call per model turn, in order; then the answer. Calls are written in the policy's tool-call
+format (``tool_parser``, as the agent's: ``auto`` reads it from the chat template; see
+``agents.tool_parsers``). The policy finds the task by its question in the prompt (the longest
+question the prompt contains, so one question being part of another does not confuse it).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import Any
 from ..errors import InputError
 from ..sampling.scripted import ScriptedTurn
 from ..tasks import load_tasks
-from .chat_rendering import format_tool_call
+from .chat_rendering import ChatRenderer, format_tool_call
+from .tool_parsers import resolve_tool_parser
 
 
 class DemonstrationError(InputError):
@@ -50,9 +52,11 @@ def check_solution(task: dict[str, Any]) -> dict[str, Any]:
     return sol
 
 
-def solution_policy(tokenizer, tasks: str, question_field: str = "question"):
-    """Sampler script (see ``ScriptedSampler``) for the tasks in the file ``tasks``."""
+def solution_policy(tokenizer, tasks: str, question_field: str = "question", tool_parser: str = "auto"):
+    """Sampler script (see ``ScriptedSampler``) for the tasks in the file ``tasks``, its calls in the
+    format of ``tool_parser``."""
     solutions = {t["question"]: check_solution(t) for t in load_tasks(tasks, question_field=question_field)}
+    tool_parser = resolve_tool_parser(tool_parser, tokenizer.chat_template, ChatRenderer(tokenizer).supports_tools)
     by_length = sorted(solutions, key=len, reverse=True)
 
     def script(prompt_ids: list[int], index: int) -> ScriptedTurn:
@@ -63,7 +67,8 @@ def solution_policy(tokenizer, tasks: str, question_field: str = "question"):
         sol = solutions[question]
         calls = sol.get("calls", [])
         if index < len(calls):
-            return ScriptedTurn(text=format_tool_call(calls[index]["name"], calls[index].get("arguments", {})))
+            return ScriptedTurn(text=format_tool_call(calls[index]["name"], calls[index].get("arguments", {}),
+                                                      tool_parser))
         return ScriptedTurn(text=sol["answer"])
 
     return script

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..environments.strands_env import ConversationEnded, StrandsEnv
 from ..episodes.record import Episode, Status, ToolCallRecord, build_segments
+from ..reasoning import UNTERMINATED_REASONING
 from ..sampling.protocol import (
     PromptTooLongError,
     Sampler,
@@ -56,6 +57,8 @@ def tool_call_records(messages: list[dict[str, Any]], outcomes: dict[str, str] |
 
 
 def final_answer(messages: list[dict[str, Any]]) -> str | None:
+    """The last assistant message's content: its text blocks (the trainable model puts the reasoning
+    in a ``reasoningContent`` block, which is never an answer); None when it has none."""
     for m in reversed(messages):
         if m.get("role") == "assistant":
             texts = [b["text"] for b in m.get("content") or [] if "text" in b]
@@ -120,7 +123,7 @@ async def run_episode(spec: StrandsAgentSpec, task: dict[str, Any], sampler: Sam
     gets its own derived request seed."""
     if sampling.seed is not None:
         sampling = dataclasses.replace(sampling, seed=derive_seed(sampling.seed, str(task["task_id"]), sample))
-    model = TrainableModel(sampler, renderer, sampling, tool_parser=spec.tool_parser,
+    model = TrainableModel(sampler, renderer, sampling, tool_parser=spec.tool_parser, reasoning=spec.reasoning,
                            max_model_calls=spec.max_model_calls, max_response_tokens=spec.max_response_tokens,
                            always_extend=always_extend, sequence_budget=sequence_budget)
     ep = Episode(episode_id=episode_id or uuid.uuid4().hex, task_id=str(task["task_id"]),
@@ -154,7 +157,11 @@ async def run_episode(spec: StrandsAgentSpec, task: dict[str, Any], sampler: Sam
     ep.num_splits = max(0, len(ep.segments) - 1)
     ep.tool_calls = tool_call_records(messages, tool_outcomes)
     ep.malformed_tool_calls = model.malformed_tool_calls
+    ep.calls_in_reasoning = model.calls_in_reasoning
+    ep.unterminated_reasoning = model.unterminated_reasoning
     ep.final_answer = final_answer(messages)
+    if ep.final_answer is None and model.calls and model.calls[-1].reasoning_status == UNTERMINATED_REASONING:
+        ep.final_answer_status = UNTERMINATED_REASONING  # a format failure, never graded from the reasoning
     ep.metadata["rerenders"] = model.rerenders
     if always_extend:
         ep.metadata["forced_extensions"] = dict(model.forced_extensions)

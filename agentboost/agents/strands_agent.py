@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 from ..imports import ImportPathError, import_object
+from .tool_parsers import AUTO, registered_tool_parsers
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a careful assistant. Use the calculator tool for arithmetic, then give the final "
@@ -63,7 +64,13 @@ class StrandsAgentSpec:
     # optional ``module:function(model, tools, system_prompt) -> strands.Agent`` for agents with
     # custom conversation managers, hooks or state
     factory: str | None = None
-    tool_parser: str = "hermes"
+    # the model family's tool-call format: "auto" (read from the chat template; hermes where the
+    # template shows no other family) or a registered name (agentboost.agents.tool_parsers)
+    tool_parser: str = "auto"
+    # the model family's reasoning markers: "auto" (read from the chat template), "none", or a format
+    # or family name ("think", "qwen3", "deepseek_r1", ...; agentboost.reasoning). Reasoning is
+    # recorded, never acted on: tool calls, the final answer and rewards read the content only
+    reasoning: str = "auto"
     # the kind of agent, for the reward registry's per-type default (``--reward default``)
     agent_type: str = "calculator"
     # one training sequence per episode even where the template would re-render (the distributed
@@ -79,6 +86,16 @@ class StrandsAgentSpec:
                 raise AgentSpecError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.timeout_s <= 0:
             raise AgentSpecError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if self.tool_parser != AUTO and self.tool_parser not in registered_tool_parsers():
+            raise AgentSpecError(f"tool_parser: unknown {self.tool_parser!r}; expected {AUTO} or one of "
+                                 f"{', '.join(registered_tool_parsers())}")
+        if str(self.reasoning).strip().lower() != "auto":
+            from ..reasoning import ReasoningFormatError, get_reasoning_format
+
+            try:
+                get_reasoning_format(str(self.reasoning))
+            except ReasoningFormatError as e:
+                raise AgentSpecError(f"reasoning: {e}") from None
         return self
 
     def build(self, model) -> Any:

@@ -19,6 +19,14 @@ each such place is counted by its reason in ``forced_extensions``. ``sequence_bu
 response)`` bounds the whole sequence as veRL pads it: the first prompt must fit ``prompt`` tokens
 and everything after it (sampled and tool/user tokens together) ``response`` tokens; an episode
 that would exceed it ends ``truncated`` instead of being cut later.
+
+Reasoning is recorded, never acted on: each sampled turn is split once by the model family's
+reasoning format (``reasoning``: ``auto`` reads it from the chat template; see
+``agentboost.reasoning``) into reasoning and content. Strands gets the reasoning as a
+``reasoningContent`` block and the content as ``text``; tool calls are parsed from the content
+only. Calls drafted inside the reasoning are parsed with the same parser and counted
+(``ModelCall.calls_in_reasoning``), never run; a turn whose reasoning never closes has no content
+(``ModelCall.reasoning_status`` ``unterminated_reasoning``). The tokens stay exactly as sampled.
 """
 
 from __future__ import annotations
@@ -33,9 +41,22 @@ from pydantic import BaseModel
 from strands.models import Model
 
 from ..episodes.record import ModelCall, SplitReason
+from ..reasoning import (
+    THINK,
+    UNTERMINATED_REASONING,
+    ReasoningFormat,
+    opens_reasoning,
+    resolve_reasoning_format,
+    split_reasoning,
+)
 from ..sampling.protocol import Sampler, SamplingParams, derive_seed
 from .chat_rendering import ChatRenderer, turn_key
-from .tool_parsers import ParsedOutput, get_tool_parser
+from .tool_parsers import (
+    ParsedOutput,
+    get_tool_parser,
+    parse_tool_calls,
+    resolve_tool_parser,
+)
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -55,17 +76,25 @@ class HistoryRewritten(RuntimeError):
 
 class TrainableModel(Model):
     def __init__(self, sampler: Sampler, renderer: ChatRenderer, sampling: SamplingParams,
-                 tool_parser: str = "hermes", max_model_calls: int | None = None,
-                 max_response_tokens: int | None = None, reasoning_end: str = "</think>",
+                 tool_parser: str = "auto", max_model_calls: int | None = None,
+                 max_response_tokens: int | None = None, reasoning: str | ReasoningFormat | None = "auto",
                  always_extend: bool = False, sequence_budget: tuple[int, int] | None = None):
         self.sampler = sampler
         self.renderer = renderer
         self.sampling = sampling
+        # the family's tool-call format: "auto" reads it from the chat template (tool_parsers.resolve_tool_parser)
+        tool_parser = resolve_tool_parser(tool_parser, getattr(renderer.tokenizer, "chat_template", None),
+                                          getattr(renderer, "supports_tools", True))
         self.parse = get_tool_parser(tool_parser)
-        self.config: dict[str, Any] = {"model_id": "agentboost-trainable", "tool_parser": tool_parser}
+        # the model family's reasoning markers (none for models that do not think)
+        self.reasoning = resolve_reasoning_format(reasoning, renderer.tokenizer)
+        self.config: dict[str, Any] = {"model_id": "agentboost-trainable", "tool_parser": tool_parser,
+                                       "reasoning": self.reasoning.name}
         self.max_model_calls = max_model_calls
         self.max_response_tokens = max_response_tokens
-        self.reasoning_end = reasoning_end
+        # the markers the split rule looks for when the template drops a reasoning block: the
+        # family's, or the common <think> ones when reasoning is off (the template may still drop them)
+        self._reasoning_markers = self.reasoning if self.reasoning.enabled else THINK
         # what the episode record is built from
         self.calls: list[ModelCall] = []
         self.parsed: list[ParsedOutput] = []
@@ -93,6 +122,16 @@ class TrainableModel(Model):
     @property
     def malformed_tool_calls(self) -> int:
         return sum(len(p.malformed) for p in self.parsed)
+
+    @property
+    def calls_in_reasoning(self) -> int:
+        """Tool calls drafted inside reasoning (parsed, never executed)."""
+        return sum(c.calls_in_reasoning for c in self.calls)
+
+    @property
+    def unterminated_reasoning(self) -> int:
+        """Turns whose reasoning never closed (they have no content)."""
+        return sum(1 for c in self.calls if c.reasoning_status == UNTERMINATED_REASONING)
 
     @property
     def response_tokens(self) -> int:
@@ -131,8 +170,13 @@ class TrainableModel(Model):
         if ids and ids[-1] == self.renderer.turn_end_id or (ids and ids[-1] in params.stop_token_ids):
             ids = ids[:-1]
         text = self.renderer.decode(ids)
-        parsed = self.parse(text)
+        # reasoning is recorded, never acted on: tool calls are parsed from the content only
+        split = split_reasoning(text, self.reasoning, opened=opens_reasoning(prompt_text, self.reasoning))
+        parsed = parse_tool_calls(self.parse, split.content, tool_specs)  # tool schemas type bare-text values
         self.parsed.append(parsed)
+        call.reasoning_status = split.status
+        call.calls_in_reasoning = (len(parse_tool_calls(self.parse, split.reasoning, tool_specs).tool_calls)
+                                   if split.reasoning else 0)
         self._prev_messages = copy.deepcopy(list(messages))
         self._prev_prompt_text = prompt_text
         self._prev_response_text = text
@@ -140,8 +184,13 @@ class TrainableModel(Model):
         truncated = result.finish_reason == "length"
         stop_reason = "max_tokens" if truncated else ("tool_use" if parsed.tool_calls else "end_turn")
         tool_use_ids = [] if truncated else [f"call_{uuid.uuid4().hex[:24]}" for _ in parsed.tool_calls]
-        self._sampled[turn_key(parsed.text if parsed.text or not parsed.tool_calls else "", tool_use_ids)] = text
+        self._sampled[turn_key(parsed.text if parsed.text or not parsed.tool_calls else "", tool_use_ids,
+                               reasoning=split.reasoning)] = text
         yield {"messageStart": {"role": "assistant"}}
+        if split.reasoning:
+            yield {"contentBlockStart": {"start": {}}}
+            yield {"contentBlockDelta": {"delta": {"reasoningContent": {"text": split.reasoning}}}}
+            yield {"contentBlockStop": {}}
         if parsed.text or not parsed.tool_calls:
             yield {"contentBlockStart": {"start": {}}}
             yield {"contentBlockDelta": {"delta": {"text": parsed.text}}}
@@ -267,14 +316,14 @@ class TrainableModel(Model):
         rest = full_text[len(before):]
         end = rest.find(self.renderer.turn_end)
         rendered_turn = rest[:end] if end >= 0 else rest
-        if self.reasoning_end in seen_turn and _reasoning(rendered_turn, self.reasoning_end) != _reasoning(
-                seen_turn, self.reasoning_end):
+        fmt = self._reasoning_markers
+        if fmt.end in seen_turn and _reasoning(rendered_turn, fmt) != _reasoning(seen_turn, fmt):
             return SplitReason.DROPPED_REASONING  # dropped, or emptied (no-think mode's empty block)
         return SplitReason.REFORMATTED_TURN
 
 
-def _reasoning(text: str, end: str) -> str | None:
+def _reasoning(text: str, fmt: ReasoningFormat) -> str | None:
     """The text of the last reasoning block, None when there is none."""
-    if end not in text:
+    if fmt.end not in text:
         return None
-    return text.split(end)[-2].split("<think>")[-1].strip()
+    return text.split(fmt.end)[-2].split(fmt.start)[-1].strip() if fmt.start else text.split(fmt.end)[-2].strip()

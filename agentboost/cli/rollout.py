@@ -45,7 +45,13 @@ def add_rollout(sub) -> None:
                 ("--reward", str, "reward: a registered name, 'default' (the agent type's), or module:function"),
                 ("--answer", str, "ground truth for --prompt, for the reward"),
                 ("--chat-template-kwargs", "{}",
-                 'JSON passed to the chat template, e.g. \'{"enable_thinking": false}\''))
+                 'JSON passed to the chat template, e.g. \'{"enable_thinking": false}\''),
+                ("--reasoning", "auto", "the policy's reasoning markers: auto (from the chat template), none, or a "
+                                        "format or family name (think, qwen3, deepseek_r1, ...); tool calls, the "
+                                        "final answer and the reward read the content after the reasoning"),
+                ("--tool-parser", "auto", "the policy's tool-call format: auto (from the chat template; hermes where "
+                                          "it shows no other family) or hermes, qwen3_xml, llama3_json, mistral, "
+                                          "glm45, kimi_k2; --demonstrations write their calls in it"))
 
 
 def cmd_rollout(args) -> int:
@@ -88,7 +94,9 @@ def cmd_rollout(args) -> int:
     if args.system_prompt is not None:
         spec_kwargs["system_prompt"] = args.system_prompt
     spec = StrandsAgentSpec(max_model_calls=args.max_model_calls, max_response_tokens=args.max_response_tokens,
-                            timeout_s=args.timeout, factory=args.agent_factory, **spec_kwargs).validate()
+                            timeout_s=args.timeout, factory=args.agent_factory, reasoning=args.reasoning,
+                            tool_parser=args.tool_parser,
+                            **spec_kwargs).validate()
     reward = args.reward
     if reward == "default":
         reward = default_reward(spec.agent_type)
@@ -105,7 +113,8 @@ def cmd_rollout(args) -> int:
         sampler = SamplerSpec(tokenizer=tokenizer, sampling=sampling, kind="scripted",
                               script="agentboost.agents.demonstrations:solution_policy",
                               script_kwargs={"tasks": str(Path(args.tasks).resolve()),
-                                             "question_field": args.question_field},
+                                             "question_field": args.question_field,
+                                             "tool_parser": spec.tool_parser},
                               template_kwargs=template_kwargs)
     elif args.sampler_url:
         url = args.sampler_url

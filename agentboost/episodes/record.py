@@ -66,6 +66,10 @@ class ModelCall:
     rerender_reason: str | None = None  # a SplitReason value when rerendered
     # the policy's weight version that sampled this call (0: before any update), when known
     weight_version: int | None = None
+    # the turn's reasoning (agentboost.reasoning): "unterminated_reasoning" when it never closed (the
+    # turn has no content), else None; and the tool calls drafted inside it (counted, never run)
+    reasoning_status: str | None = None
+    calls_in_reasoning: int = 0
 
 
 @dataclass
@@ -102,7 +106,13 @@ class Episode:
     reward_metadata: dict[str, Any] = field(default_factory=dict)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     malformed_tool_calls: int = 0
-    final_answer: str | None = None
+    # tool calls the model drafted inside its reasoning (parsed, counted, never executed) and turns
+    # whose reasoning never closed (they have no content)
+    calls_in_reasoning: int = 0
+    unterminated_reasoning: int = 0
+    final_answer: str | None = None  # the last assistant turn's content, its reasoning left out
+    # why there is no final answer where that is a format failure: "unterminated_reasoning"
+    final_answer_status: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION

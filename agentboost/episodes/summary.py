@@ -21,6 +21,16 @@ def tool_use_metrics(episodes: list[Episode]) -> dict[str, float]:
             "mean_turns": sum(len(ep.calls) for ep in episodes) / n}
 
 
+def reasoning_metrics(episodes: list[Episode]) -> dict[str, float]:
+    """Reasoning, which is recorded and never acted on: ``calls_in_reasoning`` (tool calls drafted
+    inside reasoning, not executed), ``unterminated_reasoning`` (turns whose reasoning never closed:
+    no content) and ``unterminated_reasoning_rate`` (episodes with such a turn)."""
+    n = len(episodes) or 1
+    return {"calls_in_reasoning": sum(ep.calls_in_reasoning for ep in episodes),
+            "unterminated_reasoning": sum(ep.unterminated_reasoning for ep in episodes),
+            "unterminated_reasoning_rate": sum(1 for ep in episodes if ep.unterminated_reasoning) / n}
+
+
 def success_ci95(episodes: list[Episode]) -> float:
     """Half-width of the 95% confidence interval of the success rate (normal approximation over
     episodes, sample standard deviation); NaN below two episodes."""
@@ -58,6 +68,7 @@ def summarize(episodes: list[Episode]) -> dict:
         "response_tokens": sum(ep.num_response_tokens for ep in episodes),
         "tool_calls": dict(tools),
         "malformed_tool_calls": sum(ep.malformed_tool_calls for ep in episodes),
+        **{k: v for k, v in reasoning_metrics(episodes).items() if k != "unterminated_reasoning_rate"},
         "splits": sum(ep.num_splits for ep in episodes),
         **split_metrics(episodes),
         "reward_mean": mean(rewards) if rewards else None,
@@ -82,6 +93,9 @@ def print_summary(episodes: list[Episode], wall_s: float, out: str, groups=None,
     for (name, outcome), n in sorted(s["tool_calls"].items()):
         table.add_row(f"tool {name} {outcome}", str(n))
     table.add_row("malformed tool calls", str(s["malformed_tool_calls"]))
+    if s["calls_in_reasoning"] or s["unterminated_reasoning"]:
+        table.add_row("tool calls drafted in reasoning (not run)", str(s["calls_in_reasoning"]))
+        table.add_row("turns whose reasoning never closed", str(s["unterminated_reasoning"]))
     table.add_row("segment splits", str(s["splits"]))
     table.add_row("merge rate (calls that extended the previous)", f"{s['merge_rate']:.1%}")
     for reason, n in s["split_reasons"].items():

@@ -17,12 +17,13 @@ from typing import Any
 from ..episodes.record import Episode
 from ..sandbox.judge import extract_code, latest_code, run_tests, verdict_counts
 from .code_tasks import task_limits, task_tests, task_tolerance
-from .registry import RewardResult
+from .registry import RewardResult, graded_answer, missing_reason
 
 
 def submitted_code(episode: Episode) -> str | None:
-    """The last fenced code block of the final answer, else of the latest assistant message that has one."""
-    code = extract_code(episode.final_answer)
+    """The last fenced code block of the final answer, else of the latest assistant message that has
+    one; content only (a block inside the reasoning is never submitted)."""
+    code = extract_code(graded_answer(episode).text)
     if code:
         return code
     for i in range(len(episode.messages), 0, -1):
@@ -44,8 +45,10 @@ def code_reward(task: dict[str, Any], episode: Episode, partial_credit: bool = F
     tol = task_tolerance(task)
     code = submitted_code(episode)
     if code is None:
+        answer = graded_answer(episode)
+        reason = missing_reason(answer, extract_code(answer.reasoning) is not None, "no code block in the answer")
         return RewardResult(score=no_code_penalty, components={"outcome": no_code_penalty},
-                            metadata={"verdict": "no_code", "passed": 0, "total": len(tests)})
+                            metadata={"verdict": "no_code", "passed": 0, "total": len(tests), "reason": reason})
     limits = task_limits(task, default_s=per_test_s or 4.0)
     outcomes = run_tests(code, tests, fn_name=task.get("fn_name"), limits=limits, total_time_s=total_time_s,
                          float_tol=tol, stop_on_failure=not partial_credit)

@@ -1,8 +1,11 @@
 """The ``math`` reward: answer equivalence with ``math-verify``; 1.0 / 0.0.
 
-The final answer is extracted from the last ``\\boxed{...}`` first, then from the patterns in
-``ANSWER_PATTERNS`` (override per task with ``answer_pattern``, a regex with one group), then the
-last number. The extracted answer is kept in the metadata.
+The final answer is the content after the model's reasoning (``<think>...</think>``): reasoning
+is never graded, and a turn whose reasoning never closed has no answer. From it the answer is
+extracted from the last ``\\boxed{...}`` first, then from the patterns in ``ANSWER_PATTERNS``
+(override per task with ``answer_pattern``, a regex with one group), then the last number. The
+extracted answer is kept in the metadata; when there is none, ``reason`` says why (e.g. ``answer
+only in reasoning``).
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import threading
 from typing import Any
 
 from ..episodes.record import Episode
-from .registry import RewardResult
+from ..reasoning import answer_content
+from .registry import RewardResult, graded_answer, missing_reason
 
 ANSWER_PATTERNS = [
     r"(?i)final answer\s*(?:is|:)\s*\$?([^\n$]+?)\$?\s*(?:\.|$)",
@@ -39,6 +43,9 @@ def last_boxed(text: str) -> str | None:
 
 
 def extract_answer(text: str | None, patterns: list[str] | None = None) -> tuple[str | None, str]:
+    """(answer, how) from the content of ``text``: its reasoning (``<think>...</think>``) is left
+    out, and text whose reasoning never closed has no answer."""
+    text = answer_content(text)
     if not text:
         return None, "none"
     boxed = last_boxed(text)
@@ -72,12 +79,16 @@ def math_reward(task: dict[str, Any], episode: Episode) -> RewardResult:
         raise KeyError(f"task {task.get('task_id')!r} has no 'answer' for the math reward")
     gold = str(task["answer"])
     patterns = [task["answer_pattern"]] if task.get("answer_pattern") else None
-    answer, how = extract_answer(episode.final_answer, patterns)
+    final = graded_answer(episode)
+    answer, how = extract_answer(final.text, patterns)
     ok = answer is not None and equivalent(gold, answer)
     if not ok and answer is not None and how == "pattern":
         number = _NUMBER.search(answer)  # "18 dollars", "x = 5 cm": the number without its unit
         if number and number.group(0) != answer:
             ok = equivalent(gold, number.group(0).replace(",", ""))
     score = 1.0 if ok else 0.0
-    return RewardResult(score=score, components={"outcome": score},
-                        metadata={"extracted": answer, "extracted_by": how, "expected": gold})
+    meta = {"extracted": answer, "extracted_by": how, "expected": gold}
+    if answer is None:
+        in_reasoning = bool(final.reasoning) and extract_answer(final.reasoning, patterns)[0] is not None
+        meta["reason"] = missing_reason(final, in_reasoning, "no answer in the final answer")
+    return RewardResult(score=score, components={"outcome": score}, metadata=meta)

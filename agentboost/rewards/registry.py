@@ -2,7 +2,9 @@
 
 A reward function receives the task (the dataset row) and the finished episode (messages, tool
 calls, final answer, status) and returns a ``RewardResult`` (or a plain number, taken as the
-outcome). Functions that raise are caught by the caller: the episode is marked ``error``.
+outcome). Rewards grade the content only, never the reasoning (``graded_answer``): an answer that
+is only in the reasoning, or a final turn whose reasoning never closed, scores as a format failure
+with the reason named in the metadata (``reason``). Functions that raise are caught by the caller: the episode is marked ``error``.
 Built-in rewards in other modules are found by name through a lazy table (``_BUILTIN``).
 """
 
@@ -15,6 +17,7 @@ from typing import Any, Callable
 from ..episodes.record import Episode
 from ..errors import InputError
 from ..imports import ImportPathError, import_object
+from ..reasoning import THINK, UNTERMINATED_REASONING, block_reasoning, split_reasoning
 
 
 @dataclass
@@ -107,6 +110,49 @@ def as_result(value: RewardResult | float | int) -> RewardResult:
     return RewardResult(score=float(value), components={"outcome": float(value)})
 
 
+# why a reward found nothing to grade (the ``reason`` in its metadata)
+NO_ANSWER_UNTERMINATED = "no final answer (reasoning never closed)"
+ANSWER_ONLY_IN_REASONING = "answer only in reasoning"
+NO_FINAL_ANSWER = "no final answer"
+
+
+@dataclass
+class GradedAnswer:
+    text: str | None  # the final turn's content: the only thing a reward grades
+    reasoning: str = ""  # that turn's reasoning, for a term that wants it (length, format); never graded
+    missing: str | None = None  # why ``text`` is None: NO_ANSWER_UNTERMINATED or NO_FINAL_ANSWER
+
+
+def graded_answer(episode: Episode) -> GradedAnswer:
+    """The episode's final answer as rewards grade it: ``final_answer`` (the content of the last
+    assistant turn; its reasoning is in a ``reasoningContent`` block, taken as ``reasoning``). An
+    answer that still holds its reasoning (given as plain text) is split with the ``<think>`` format."""
+    last = next((m for m in reversed(episode.messages or []) if m.get("role") == "assistant"), None)
+    content = last.get("content") if last is not None else None
+    reasoning = block_reasoning(content) if isinstance(content, list) else ""
+    text, missing = episode.final_answer, None
+    if text is not None:
+        split = split_reasoning(text, THINK)
+        if split.reasoning and split.reasoning not in reasoning:
+            reasoning = "\n\n".join(r for r in (reasoning, split.reasoning) if r)
+        text = split.content if split.terminated or split.content else None
+        if text is None:
+            missing = NO_ANSWER_UNTERMINATED
+    if text is None and missing is None:
+        missing = NO_ANSWER_UNTERMINATED if episode.final_answer_status == UNTERMINATED_REASONING else NO_FINAL_ANSWER
+    return GradedAnswer(text, reasoning, missing)
+
+
+def missing_reason(answer: GradedAnswer, found_in_reasoning: bool, otherwise: str) -> str:
+    """Why a reward found nothing to grade in ``answer``: the reasoning never closed, else the
+    answer is only in the reasoning (``found_in_reasoning``), else ``otherwise``."""
+    if answer.missing == NO_ANSWER_UNTERMINATED:
+        return NO_ANSWER_UNTERMINATED
+    if found_in_reasoning:
+        return ANSWER_ONLY_IN_REASONING
+    return answer.missing or otherwise
+
+
 _NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")
 
 
@@ -122,19 +168,25 @@ def last_number(text: str | None) -> float | None:
 @register_reward("exact_answer")
 def exact_answer(task: dict[str, Any], episode: Episode) -> RewardResult:
     """1.0 when the final answer's last number equals the task's ``answer`` (numbers compared
-    numerically), or, for non-numeric answers, when the stripped texts are equal."""
+    numerically), or, for non-numeric answers, when the stripped texts are equal. The final answer
+    is the content after the reasoning; a number only in the reasoning scores 0 (``reason``)."""
     if "answer" not in task:
         raise KeyError(f"task {task.get('task_id')!r} has no 'answer' field for the exact_answer reward")
     expected = str(task["answer"]).strip()
-    got_text = (episode.final_answer or "").strip()
+    answer = graded_answer(episode)
+    got_text = (answer.text or "").strip()
     want = last_number(expected)
     if want is not None and _NUMBER.fullmatch(expected.replace(" ", "")):
         got = last_number(got_text)
         ok = got is not None and abs(got - want) < 1e-9
         meta = {"extracted": got, "expected": want}
+        if got is None:
+            meta["reason"] = missing_reason(answer, last_number(answer.reasoning) is not None, "no number in the final answer")
     else:
         ok = got_text == expected
         meta = {"extracted": got_text[-200:], "expected": expected}
+        if not got_text:
+            meta["reason"] = missing_reason(answer, expected in answer.reasoning, NO_FINAL_ANSWER)
     score = 1.0 if ok else 0.0
     return RewardResult(score=score, components={"outcome": score}, metadata=meta)
 

@@ -1,5 +1,7 @@
 """``agentboost score``: given answers (``task_id``, ``answer``) scored with any reward, each as a
-one-message episode, so a reward sees exactly what it would see at the end of a rollout."""
+one-message episode, so a reward sees exactly what it would see at the end of a rollout: an answer
+that holds its reasoning (``<think>...</think>``) is split as the trainable model splits a turn, the
+reasoning into a ``reasoningContent`` block and the content as the final answer."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 from ..episodes.record import Episode
 from ..files import iter_jsonl
+from ..reasoning import THINK, split_blocks, split_reasoning
 from ..tasks import TaskFileError
 from .registry import as_result, get_reward
 
@@ -40,8 +43,7 @@ def score_answers(reward_name: str, tasks: dict[str, dict[str, Any]], answers: l
 
     def one(row: dict[str, Any]) -> ScoredAnswer:
         tid = str(row["task_id"])
-        ep = Episode(episode_id=f"score-{tid}", task_id=tid, group_id=tid, final_answer=row["answer"],
-                     messages=[{"role": "assistant", "content": [{"text": row["answer"]}]}])
+        ep = answer_episode(tid, row["answer"])
         try:
             res = as_result(reward(tasks[tid], ep))
         except Exception as e:  # the reward's failure is this answer's verdict, not the run's end
@@ -51,6 +53,16 @@ def score_answers(reward_name: str, tasks: dict[str, dict[str, Any]], answers: l
 
     with ThreadPoolExecutor(max(1, jobs)) as ex:
         return list(ex.map(one, answers))
+
+
+def answer_episode(task_id: str, text: str) -> Episode:
+    """A one-message episode whose only assistant turn is ``text``, split into reasoning and
+    content with the ``<think>`` format."""
+    split = split_reasoning(text, THINK)
+    return Episode(episode_id=f"score-{task_id}", task_id=task_id, group_id=task_id,
+                   final_answer=split.content if split.terminated or split.content else None,
+                   final_answer_status=split.status if not split.content else None,
+                   messages=[{"role": "assistant", "content": split_blocks(split) if split.reasoning else [{"text": text}]}])
 
 
 def tests_by_verdict(results: list[ScoredAnswer]) -> Counter:

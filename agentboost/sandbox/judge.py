@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..reasoning import block_content
 from . import harness
 from .runner import SandboxLimits, SandboxProcess, SandboxResult, run_python, verdict_of
 
@@ -375,9 +376,9 @@ def extract_code(text: str | None) -> str | None:
 
 
 def latest_code(messages: list[dict[str, Any]]) -> str | None:
-    """The last fenced code block of the latest assistant message (Strands messages)."""
+    """The last fenced code block of the latest assistant message (Strands messages), of its
+    content only: a block inside the reasoning is never taken."""
     for m in reversed(messages):
         if m.get("role") == "assistant":
-            text = "\n".join(b["text"] for b in m.get("content") or [] if "text" in b)
-            return extract_code(text)
+            return extract_code(block_content(m.get("content") or [], sep="\n"))
     return None

@@ -13,7 +13,8 @@ def agent_spec(cfg: TrainConfig) -> StrandsAgentSpec:
     return StrandsAgentSpec(tools=list(a.tools),
                             system_prompt=a.system_prompt if a.system_prompt is not None else DEFAULT_SYSTEM_PROMPT,
                             max_model_calls=a.max_model_calls, max_response_tokens=a.max_response_tokens,
-                            timeout_s=a.timeout_s, agent_type=a.agent_type)
+                            timeout_s=a.timeout_s, agent_type=a.agent_type, reasoning=a.reasoning,
+                            tool_parser=a.tool_parser)
 
 
 def environment(cfg: TrainConfig) -> StrandsEnv:

@@ -53,6 +53,12 @@ class AgentConfig:
     max_response_tokens: int = 512
     timeout_s: float = 300.0
     agent_type: str = "calculator"
+    # the policy's reasoning markers: auto (from its chat template), none, or a format or family name
+    # (think, qwen3, deepseek_r1, ...): tool calls, the final answer and rewards read the content only
+    reasoning: str = "auto"
+    # the policy's tool-call format: auto (from its chat template; hermes where it shows no other family)
+    # or a parser name (hermes, qwen3_xml, llama3_json, mistral, glm45, kimi_k2; agents/tool_parsers)
+    tool_parser: str = "auto"
 
 
 @dataclass
@@ -173,10 +179,14 @@ class TrainConfig:
 
 def _choices() -> dict[str, tuple[str, ...]]:
     # estimators and losses are whatever veRL's registries hold (imported only when validating)
+    from ..agents.tool_parsers import registered_tool_parsers
+    from ..reasoning import reasoning_formats
     from ..rewards.groups import GROUP_POLICIES
     from .loss import advantage_estimators, policy_losses
 
     return {
+        "agent.reasoning": ("auto", *reasoning_formats()),
+        "agent.tool_parser": ("auto", *registered_tool_parsers()),
         "algorithm.adv_estimator": tuple(advantage_estimators()),
         "algorithm.policy_loss": tuple(policy_losses()),
         "algorithm.loss_agg_mode": ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"),

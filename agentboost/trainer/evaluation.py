@@ -25,7 +25,7 @@ import numpy as np
 
 from ..agents.strands_process_pool import StrandsProcessPool
 from ..episodes.record import Episode, EpisodeWriter
-from ..episodes.summary import success_ci95, tool_use_metrics
+from ..episodes.summary import reasoning_metrics, success_ci95, tool_use_metrics
 from ..errors import InputError
 from ..rewards.groups import apply_group_policy
 from ..sampling.protocol import SamplingParams
@@ -93,7 +93,7 @@ class PolicyReport:
     tool_call_rate: float
     episodes: int
     success_ci95: float = 0.0  # half-width (episodes.summary.success_ci95)
-    tool_use: dict[str, float] = field(default_factory=dict)  # tool_use_metrics
+    tool_use: dict[str, float] = field(default_factory=dict)  # tool_use_metrics and reasoning_metrics
     per_task: dict[str, list[float]] = field(default_factory=dict)
 
 
@@ -103,7 +103,7 @@ def describe(episodes: list[Episode], label: str) -> PolicyReport:
         per_task.setdefault(ep.task_id, []).append(float(ep.succeeded))
     rewards = [ep.reward for ep in episodes if ep.reward is not None]
     p = float(np.mean([ep.succeeded for ep in episodes]))
-    tools = tool_use_metrics(episodes)
+    tools = {**tool_use_metrics(episodes), **reasoning_metrics(episodes)}
     return PolicyReport(label=label, success_rate=p, mean_reward=float(np.mean(rewards)) if rewards else None,
                         tool_call_rate=tools["tool_call_rate"], episodes=len(episodes),
                         success_ci95=success_ci95(episodes), tool_use=tools,

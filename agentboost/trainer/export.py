@@ -1,9 +1,12 @@
 """``agentboost export``: a run's episodes as JSONL for fine-tuning or inspection.
 
 The export format is what ``agentboost sft`` reads (``load_sft_rows``): one object per line with
-``episode_id``, ``task_id``, ``reward``, ``status``, ``messages`` and ``segments`` (``input_ids``,
-``loss_mask``, ``call_indices``), so ``export --success-only`` followed by ``sft`` is
-rejection-sampling fine-tuning.
+``episode_id``, ``task_id``, ``reward``, ``status``, ``messages``, ``final_answer`` and ``segments``
+(``input_ids``, ``loss_mask``, ``call_indices``), so ``export --success-only`` followed by ``sft`` is
+rejection-sampling fine-tuning. The visible text is content only: an assistant message's reasoning
+is its own ``reasoningContent`` block (episodes recorded with the reasoning still in the text are
+split with the ``<think>`` format), and ``final_answer`` is the last turn's content. The training
+tokens (``segments``) are exactly what was sampled, reasoning included.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from typing import Any
 
 from ..episodes.record import Episode, read_episodes
 from ..errors import InputError
+from ..reasoning import answer_content, split_message
 
 
 def export_record(ep: Episode) -> dict[str, Any]:
     return {"episode_id": ep.episode_id, "task_id": ep.task_id, "reward": ep.reward, "status": str(ep.status),
-            "messages": ep.messages, "segments": [asdict(s) for s in ep.segments]}
+            "messages": [split_message(m) for m in ep.messages], "final_answer": answer_content(ep.final_answer),
+            "segments": [asdict(s) for s in ep.segments]}
 
 
 def selected(ep: Episode, min_reward: float | None, success_only: bool) -> bool:

@@ -24,7 +24,12 @@ import torch
 from ..agents.strands_process_pool import StrandsProcessPool, ensure_not_spawning
 from ..episodes.passk import pass_at_k
 from ..episodes.record import STATUSES, Episode, EpisodeWriter
-from ..episodes.summary import split_metrics, success_ci95, tool_use_metrics
+from ..episodes.summary import (
+    reasoning_metrics,
+    split_metrics,
+    success_ci95,
+    tool_use_metrics,
+)
 from ..files import atomic_write_text
 from ..rewards.groups import apply_group_policy
 from ..sampling.protocol import SamplingParams
@@ -361,6 +366,7 @@ class Trainer:
             "statuses": {s: statuses.get(s, 0) for s in STATUSES},
             **split_metrics(episodes),
             **tool_use_metrics(episodes),
+            **reasoning_metrics(episodes),
             "lr": self.scheduler.get_last_lr()[0],
             **(_sampler_metrics(engine_before, self.engine.stats) if self.engine is not None else {}),
             "time_weight_sync_s": sync_s,
@@ -453,6 +459,7 @@ class Trainer:
              "val_pass@1": float(np.mean(p1)), f"val_pass@{k}": float(np.mean(pk)),
              "val_tasks": len(by_task), **{f"val_{name}": v for name, v in tool_use_metrics(episodes).items()},
              "val_success_ci95": success_ci95(episodes),
+             **{f"val_{name}": v for name, v in reasoning_metrics(episodes).items()},
              **{f"val_{name}": v for name, v in split_metrics(episodes).items()}}
         self.metrics.log_validation(m)
         self.log(f"validation at step {self.step}: reward {m['val_reward_mean']:.3f}  pass@1 {m['val_pass@1']:.3f} "

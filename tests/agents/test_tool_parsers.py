@@ -47,3 +47,42 @@ def test_registry_names_known_parsers():
     assert get_tool_parser("hermes") is parse_hermes
     with pytest.raises(KeyError, match="hermes"):
         get_tool_parser("nope")
+
+
+def test_every_family_is_registered_with_a_formatter():
+    from agentboost.agents.tool_parsers import (
+        get_tool_formatter,
+        registered_tool_parsers,
+    )
+
+    names = {"hermes", "qwen3_xml", "llama3_json", "mistral", "glm45", "kimi_k2"}
+    assert names <= set(registered_tool_parsers())
+    for name in names:
+        out = get_tool_parser(name)(get_tool_formatter(name)([("add", {"a": 1})]))
+        assert [(c.name, c.arguments) for c in out.tool_calls] in ([("add", {"a": 1})], [("add", {"a": "1"})])
+
+
+def test_registration_rules():
+    from agentboost.agents.tool_parsers import (
+        ToolParserRegistrationError,
+        register_tool_parser,
+    )
+
+    with pytest.raises(ToolParserRegistrationError, match="'auto' is the setting"):
+        register_tool_parser("auto", parse_hermes)
+    register_tool_parser("hermes", parse_hermes)  # the same parser again is harmless
+    with pytest.raises(ToolParserRegistrationError, match="'glm45' is already registered"):
+        register_tool_parser("glm45", parse_hermes)
+
+
+def test_tool_specs_reach_only_parsers_that_take_them():
+    from agentboost.agents.tool_parsers import parse_tool_calls
+
+    seen = []
+
+    def one_argument(text):  # a parser written before parsers took tools
+        seen.append(text)
+        return parse_hermes(text)
+
+    out = parse_tool_calls(one_argument, '<tool_call>{"name": "add", "arguments": {}}</tool_call>', [{"name": "add"}])
+    assert [c.name for c in out.tool_calls] == ["add"] and len(seen) == 1

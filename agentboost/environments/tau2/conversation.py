@@ -9,6 +9,8 @@ conversation ends. tau2's rules, as its orchestrator applies them:
 - the trajectory opens with tau2's agent greeting; every message is a step (an assistant message,
   the results of one turn's tool calls, a user message); tool calls of a turn run in order
   (Strands' sequential executor), each on the episode's tau2 environment;
+- the user sees the agent's content only, never its reasoning (``reasoningContent`` blocks, or a
+  ``<think>`` block a text still holds), and a stop token counts only in content;
 - the conversation ends when the user sends ``###STOP###``, ``###TRANSFER###`` or
   ``###OUT-OF-SCOPE###`` (termination ``user_stop``; which one is kept as ``user_signal``), when
   ``max_steps`` (tau2: 200) is reached, or when ``max_errors`` (tau2: 10) tool calls have failed;
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ...reasoning import block_content
 from ..strands_env import ConversationEnded
 from .domain import _AGENT_SESSIONS, Tau2Error, Tau2Session, new_environment
 from .users import UserView, make_user, tau2_text, user_signal
@@ -217,6 +220,7 @@ class Tau2Conversation:
             uses = [b["toolUse"]["name"] for b in blocks if "toolUse" in b]
             text = "".join(b["text"] for b in blocks if "text" in b)
             if m["role"] == "assistant":
+                text = block_content(blocks)  # the agent's reasoning is never shown to the user
                 called = called + uses
                 if not uses and text:
                     msgs.append({"role": "assistant", "content": text})
@@ -233,8 +237,9 @@ class Tau2Conversation:
         if self.solo:
             if not any(m["role"] == "assistant" for m in agent.messages):
                 return ""  # the agent starts from its system prompt (the ticket) alone
-            # the agent answered in text: only a stop token ends a solo run well (tau2)
-            last = "".join(b.get("text", "") for b in agent.messages[-1].get("content") or [])
+            # the agent answered in text: only a stop token ends a solo run well (tau2); in its content,
+            # never in its reasoning
+            last = block_content(agent.messages[-1].get("content") or [])
             self.termination = "agent_stop" if STOP_TOKEN in last else "agent_error"
             return None
         steps = self.steps(agent)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...reasoning import block_content
 from ...rewards.registry import RewardResult
 from .domain import (
     Tau2Error,
@@ -145,7 +146,7 @@ def trajectory_from_strands(messages: list[dict]) -> list[dict]:
         uses = [b["toolUse"] for b in blocks if "toolUse" in b]
         results = {b["toolResult"]["toolUseId"]: b["toolResult"] for b in blocks if "toolResult" in b}
         if m["role"] == "assistant":
-            msg = {"role": "assistant", "content": text}
+            msg = {"role": "assistant", "content": block_content(blocks) or None}  # its reasoning left out
             if uses:
                 msg["tool_calls"] = [{"id": u["toolUseId"], "name": u["name"], "arguments": dict(u.get("input") or {}),
                                       "requestor": "assistant"} for u in uses]

@@ -23,6 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ...reasoning import opens_reasoning, resolve_reasoning_format, split_reasoning
 from .domain import Tau2Error, _tau2
 
 STOP, TRANSFER, OUT_OF_SCOPE = "###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###"
@@ -157,21 +158,31 @@ class CompletionsUser:
         if sampler is None:
             sampler = _http_sampler(url, model)
         self.sampler, self.tokenizer = sampler, tokenizer
+        # a thinking simulator's reasoning is never said to the agent (nor read for stop tokens)
+        self.reasoning = resolve_reasoning_format("auto", tokenizer)
         self.system = user_system_prompt(row)
         stop = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
         self.params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, stop_token_ids=stop)
 
-    def prompt_ids(self, view: UserView) -> list[int]:
+    def prompt_text(self, view: UserView) -> str:
         # tau2's user sees the conversation with the roles flipped: the agent is its "user"
         flip = {"assistant": "user", "user": "assistant"}
         msgs = [{"role": "system", "content": self.system}] + [
             {"role": flip[m["role"]], "content": m["content"]} for m in view.messages]
-        text = self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+
+    def prompt_ids(self, view: UserView) -> list[int]:
+        return list(self.tokenizer(self.prompt_text(view), add_special_tokens=False)["input_ids"])
 
     async def reply(self, view: UserView) -> str:
-        result = await self.sampler.sample(self.prompt_ids(view), self.params)
-        return self.tokenizer.decode(result.response_ids, skip_special_tokens=True).strip()
+        """The simulator's content: its reasoning left out ("" when that never closed, which the
+        conversation ends as ``user_error``)."""
+        prompt = self.prompt_text(view)
+        ids = list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+        result = await self.sampler.sample(ids, self.params)
+        text = self.tokenizer.decode(result.response_ids, skip_special_tokens=True)
+        split = split_reasoning(text, self.reasoning, opened=opens_reasoning(prompt, self.reasoning))
+        return split.content.strip()
 
 
 def make_user(kind: str, row: dict, policy: tuple[Any, Any] | None = None, **options: Any):

@@ -7,7 +7,7 @@ veRL builds one loop instance per sample from an entry of the YAML list named by
     - name: strands_agent                       # the dataset's agent_name column selects it
       _target_: agentboost.integrations.verl.agent_loop.StrandsAgentLoop
       agent: {tools: [...], system_prompt: ..., max_model_calls: 6, max_response_tokens: 1024,
-              timeout_s: 300, factory: null, tool_parser: hermes, agent_type: calculator}
+              timeout_s: 300, factory: null, tool_parser: hermes, reasoning: auto, agent_type: calculator}
       env: {reward: exact_answer, prompt_field: question, prompt_template: null,
             failed_reward: 0.0, shaping: null}
       max_new_tokens: null        # per model turn; default: rollout.response_length
@@ -245,6 +245,8 @@ class StrandsAgentLoop(AgentLoopBase):
                 "agentboost_task_id": ep.task_id, "agentboost_episode_id": ep.episode_id,
                 "agentboost_model_calls": len(ep.calls), "agentboost_tool_calls": len(ep.tool_calls),
                 "agentboost_tool_errors": tool_errors, "agentboost_malformed_tool_calls": ep.malformed_tool_calls,
+                "agentboost_calls_in_reasoning": ep.calls_in_reasoning,
+                "agentboost_unterminated_reasoning": ep.unterminated_reasoning,
                 "agentboost_forced_extensions": sum(forced.values()),
                 "agentboost_forced_extension_reasons": json.dumps(forced, sort_keys=True),
                 "agentboost_wall_s": time.perf_counter() - t0,
