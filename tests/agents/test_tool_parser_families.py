@@ -343,8 +343,8 @@ def test_hermes_calls_rendered_by_the_qwen3_template_itself_parse_back(qwen3_tok
 
 # -- calls inside reasoning ----------------------------------------------------------------------
 def test_calls_drafted_inside_reasoning_are_not_calls_of_the_turn(family):
-    # TEMPORARY skip until agentboost/reasoning.py (issue 35, the reasoning half) is merged
-    reasoning = pytest.importorskip("agentboost.reasoning")
+    from agentboost import reasoning
+
     fmt = get_tool_formatter(family)
     draft = fmt([("calculator", {"expression": "1 + 1"})])
     split = reasoning.split_reasoning("<think>\n" + draft + "\n</think>\n\n" + fmt(ONE))
@@ -369,7 +369,6 @@ def echo_text(text: str) -> str:
 def test_an_episode_runs_each_format_with_its_schema(family, qwen3_tokenizer):
     """Through the trainable model and a real Strands agent: the call runs, the one drafted in the
     reasoning does not, and the tool's schema reaches the parser ("12345" stays text for a str)."""
-    pytest.importorskip("agentboost.reasoning")  # TEMPORARY, as above
     from agentboost.agents.episode_runner import run_episode
     from agentboost.agents.strands_agent import StrandsAgentSpec
     from agentboost.episodes.record import check_episode
