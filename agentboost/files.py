@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -26,16 +27,55 @@ def iter_jsonl(path: str | os.PathLike[str], error: type[Exception] = ValueError
     process is appending to) it ends the reading instead: it is the line being written."""
     p = Path(path)
     opener = gzip.open if p.name.endswith(".gz") else open
-    with opener(p, "rt", encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as e:
-                if growing:
-                    return
-                raise error(f"{p}:{lineno}: invalid JSON: {e.msg}") from None
+    try:
+        with opener(p, "rb") as f:  # bytes, decoded line by line: an encoding error names its line
+            for lineno, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise error(f"{p}:{lineno}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except json.JSONDecodeError as e:
+                    if growing:
+                        return
+                    raise error(f"{p}:{lineno}: invalid JSON: {e.msg}") from None
+                except RecursionError:
+                    raise error(f"{p}:{lineno}: JSON nested too deeply") from None
+                if "\\u" in line and _has_lone_surrogate(value):
+                    # JSON may escape half a UTF-16 pair; Python reads it, and only a later write fails
+                    raise error(f"{p}:{lineno}: text holds a lone surrogate (an escaped \\ud800-\\udfff without its "
+                                "pair), which cannot be written as UTF-8") from None
+                yield lineno, value
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise error(f"{p}: not a readable gzip file ({e})") from None
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def clean_temporaries(directory: str | os.PathLike[str]) -> list[str]:
+    """Remove what an interrupted atomic write left in ``directory`` (``.NAME.tmp-*`` and
+    ``.NAME.stale-*`` files and directories: never a published name); returns their names."""
+    d = Path(directory)
+    removed = []
+    if not d.is_dir():
+        return removed
+    for entry in d.iterdir():
+        if entry.name.startswith(".") and (".tmp-" in entry.name or ".stale-" in entry.name):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(entry.name)
+    return removed
 
 
 @contextlib.contextmanager

@@ -30,8 +30,8 @@ from ..api import GRPOConfig, Run, task_rows
 from ..errors import InputError
 from ..files import atomic_write_text
 
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}-[0-9a-f]{8}$")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # always fullmatch: "$" would accept a final newline
+JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}-[0-9a-f]{8}")
 
 
 class JobError(InputError):
@@ -44,7 +44,7 @@ class UnknownJob(JobError):
 
 def check_name(value: Any, what: str) -> str:
     """Names that become file names: letters, digits, ``_ . -``; never a path."""
-    if not isinstance(value, str) or not NAME.match(value) or ".." in value:
+    if not isinstance(value, str) or not NAME.fullmatch(value) or ".." in value:
         raise JobError(f"{what} must be 1-64 characters of letters, digits, '_', '.', '-' (no path), got {value!r}")
     return value
 
@@ -79,7 +79,7 @@ class JobStore:
         return path.read_text().strip()
 
     def _dir(self, job_id: Any) -> Path:
-        if not isinstance(job_id, str) or not JOB_ID.match(job_id):
+        if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
             raise UnknownJob(f"no job {job_id!r}")
         d = self.root / job_id
         if not (d / "job.json").is_file():

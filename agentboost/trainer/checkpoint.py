@@ -61,6 +61,8 @@ def verify_checkpoint(path: Path) -> str | None:
         files = json.loads(manifest.read_text())["files"]
     except (ValueError, KeyError, TypeError) as e:
         return f"unreadable manifest ({e})"
+    if not files:
+        return "the manifest lists no files"
     return check_manifest(path, files)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..episodes.record import Episode, read_episodes
 from ..errors import InputError
+from ..files import atomic_file
 from ..reasoning import answer_content, split_message
 
 
@@ -45,12 +46,15 @@ def export_run(run_dir: str | Path, out: str | Path, min_reward: float | None = 
     if limit is not None and limit < 0:
         raise InputError(f"--limit must be >= 0, got {limit}")
     n = 0
-    with open(out, "w", encoding="utf-8") as f:
+    # written under a temporary name: an error half-way leaves no partial export behind
+    with atomic_file(out) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for path in files:
             for ep in read_episodes(path):
                 if limit is not None and n >= limit:
-                    return n
+                    break
                 if selected(ep, min_reward, success_only):
                     f.write(json.dumps(export_record(ep)) + "\n")
                     n += 1
+            if limit is not None and n >= limit:
+                break
     return n

@@ -30,7 +30,7 @@ from ..episodes.summary import (
     success_ci95,
     tool_use_metrics,
 )
-from ..files import atomic_write_text
+from ..files import atomic_write_text, clean_temporaries
 from ..rewards.groups import apply_group_policy
 from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
@@ -91,6 +91,9 @@ class Trainer:
             self.cfg = cfg = config_from_dict(yaml.safe_load(saved.read_text()))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "episodes").mkdir(exist_ok=True)
+        for d in (self.run_dir, self.run_dir / "checkpoints"):  # what a killed run's atomic writes left
+            for name in clean_temporaries(d):
+                log(f"removed {d / name}, left by an interrupted write")
         if not resume:
             save_config(cfg, self.run_dir / "config.yaml")
         random.seed(cfg.run.seed)

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from ..episodes.record import SCHEMA_VERSION
 from ..errors import InputError
 from ..files import atomic_directory, iter_jsonl
 from .batch import TrainRow, micro_batches, pad_batch
@@ -53,6 +54,10 @@ def load_sft_rows(paths: list[str | os.PathLike[str]]) -> list[TrainRow]:
         if not p.is_file():
             raise SFTDataError(f"{p}: no such file")
         for lineno, rec in iter_jsonl(p, SFTDataError):
+            version = rec.get("schema_version", SCHEMA_VERSION) if isinstance(rec, dict) else None
+            if version != SCHEMA_VERSION:  # an episode record of another schema: refused, as every reader does
+                raise SFTDataError(f"{p}:{lineno}: episode schema_version {version!r} is not supported "
+                                   f"(expected {SCHEMA_VERSION})")
             try:
                 segments = rec["segments"]
                 for k, seg in enumerate(segments):

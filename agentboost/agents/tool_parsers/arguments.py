@@ -97,3 +97,16 @@ def json_or_text(text: str) -> Any:
 def format_value(value: Any) -> str:
     """An argument value as the XML-ish formats write it: strings as they are, anything else as JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def json_object_arguments(args: Any, key: str = "arguments") -> tuple[dict[str, Any] | None, str | None]:
+    """A JSON format's arguments (``key`` as the format names it): an object, or a string that is
+    a JSON object (some models double-encode; accepted only when it is valid JSON, never repaired)."""
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            return None, f"'{key}' is a string that is not JSON"
+    if not isinstance(args, dict):
+        return None, f"'{key}' must be an object, got {type(args).__name__}"
+    return args, None

@@ -12,12 +12,15 @@ text starts a call: an opening tag with no closing tag (a turn cut by max tokens
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Sequence
 
-from .registry import ParsedOutput, ParsedToolCall, register_tool_parser
-
-_HERMES_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+from .arguments import json_object_arguments
+from .registry import (
+    ParsedOutput,
+    ParsedToolCall,
+    parse_tool_call_blocks,
+    register_tool_parser,
+)
 
 
 def _parse_hermes_block(body: str) -> tuple[ParsedToolCall | None, str | None]:
@@ -30,35 +33,16 @@ def _parse_hermes_block(body: str) -> tuple[ParsedToolCall | None, str | None]:
     name = obj.get("name")
     if not isinstance(name, str) or not name:
         return None, "missing or non-string 'name'"
-    args = obj.get("arguments", {})
-    if isinstance(args, str):  # some models double-encode; only accept it when it is valid JSON
-        try:
-            args = json.loads(args)
-        except json.JSONDecodeError:
-            return None, "'arguments' is a string that is not JSON"
-    if not isinstance(args, dict):
-        return None, f"'arguments' must be an object, got {type(args).__name__}"
+    args, err = json_object_arguments(obj.get("arguments", {}))
+    if err:
+        return None, err
     return ParsedToolCall(name=name, arguments=args, raw=body), None
 
 
 def parse_hermes(text: str, tools: list[dict[str, Any]] | None = None) -> ParsedOutput:
     """Hermes / Qwen format: one JSON object per ``<tool_call>...</tool_call>`` block (``tools`` is
     not needed: JSON carries its own types)."""
-    calls: list[ParsedToolCall] = []
-    malformed: list[str] = []
-    for m in _HERMES_BLOCK.finditer(text):
-        call, err = _parse_hermes_block(m.group(1).strip())
-        if call is not None:
-            calls.append(call)
-        else:
-            malformed.append(err or "malformed")
-    tail = _HERMES_BLOCK.sub("", text)
-    if "<tool_call>" in tail:
-        malformed.append("unterminated <tool_call> block")
-    if malformed:
-        return ParsedOutput(text=text, tool_calls=[], malformed=malformed)
-    visible = tail.strip() if calls else text
-    return ParsedOutput(text=visible, tool_calls=calls, malformed=[])
+    return parse_tool_call_blocks(text, lambda body: _parse_hermes_block(body.strip()))
 
 
 def format_hermes(calls: Sequence[tuple[str, dict[str, Any]]]) -> str:

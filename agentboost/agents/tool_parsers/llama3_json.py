@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from .arguments import valid_name
+from .arguments import json_object_arguments, valid_name
 from .registry import ParsedOutput, ParsedToolCall, register_tool_parser
 
 PYTHON_TAG = "<|python_tag|>"
@@ -44,14 +44,9 @@ def _call(obj: Any, raw: str) -> tuple[ParsedToolCall | None, str | None]:
         return None, "missing or invalid 'name'"
     if "parameters" in obj and "arguments" in obj:
         return None, "both 'parameters' and 'arguments'"
-    args = obj.get("parameters", obj.get("arguments", {}))
-    if isinstance(args, str):  # double-encoded: only accepted when it is valid JSON, as hermes does
-        try:
-            args = json.loads(args)
-        except json.JSONDecodeError:
-            return None, "'parameters' is a string that is not JSON"
-    if not isinstance(args, dict):
-        return None, f"'parameters' must be an object, got {type(args).__name__}"
+    args, err = json_object_arguments(obj.get("parameters", obj.get("arguments", {})), "parameters")
+    if err:
+        return None, err
     return ParsedToolCall(name=name, arguments=args, raw=raw), None
 
 

@@ -25,7 +25,7 @@ import json
 import re
 from typing import Any, Sequence
 
-from .arguments import valid_name
+from .arguments import json_object_arguments, valid_name
 from .registry import ParsedOutput, ParsedToolCall, register_tool_parser
 
 TOOL_CALLS, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
@@ -37,17 +37,6 @@ def _json_at(s: str, pos: int) -> tuple[Any, int]:
     while pos < len(s) and s[pos].isspace():
         pos += 1
     return _DECODER.raw_decode(s, pos)
-
-
-def _arguments(args: Any) -> tuple[dict[str, Any] | None, str | None]:
-    if isinstance(args, str):  # double-encoded: only accepted when it is valid JSON, as hermes does
-        try:
-            args = json.loads(args)
-        except json.JSONDecodeError:
-            return None, "'arguments' is a string that is not JSON"
-    if not isinstance(args, dict):
-        return None, f"'arguments' must be an object, got {type(args).__name__}"
-    return args, None
 
 
 def _parse_segment(seg: str) -> tuple[list[ParsedToolCall], str | None]:
@@ -62,7 +51,7 @@ def _parse_segment(seg: str) -> tuple[list[ParsedToolCall], str | None]:
                 name = item.get("name")
                 if not isinstance(name, str) or not valid_name(name):
                     return [], "a call object without a valid 'name'"
-                args, err = _arguments(item.get("arguments", {}))
+                args, err = json_object_arguments(item.get("arguments", {}))
                 if err:
                     return [], err
                 calls.append(ParsedToolCall(name=name, arguments=args, raw=seg.strip()))
@@ -73,7 +62,7 @@ def _parse_segment(seg: str) -> tuple[list[ParsedToolCall], str | None]:
             if m is None or not valid_name(m.group(1)):
                 return [], f"expected NAME{ARGS}{{...}} after {TOOL_CALLS}, got {seg.strip()[:40]!r}"
             obj, end = _json_at(seg, m.end())
-            args, err = _arguments(obj)
+            args, err = json_object_arguments(obj)
             if err:
                 return [], err
             calls = [ParsedToolCall(name=m.group(1), arguments=args, raw=seg.strip())]

@@ -34,9 +34,13 @@ from .arguments import (
     typed_value,
     valid_name,
 )
-from .registry import ParsedOutput, ParsedToolCall, register_tool_parser
+from .registry import (
+    ParsedOutput,
+    ParsedToolCall,
+    parse_tool_call_blocks,
+    register_tool_parser,
+)
 
-_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _FUNCTION = re.compile(r"\s*<function=([^>]*)>(.*?)</function>\s*", re.DOTALL)
 _PARAMETER = re.compile(r"<parameter=([^>]*)>(.*?)</parameter>", re.DOTALL)
 
@@ -81,20 +85,7 @@ def _parse_block(body: str, props: dict[str, dict[str, Any]] | None) -> tuple[Pa
 
 def parse_qwen3_xml(text: str, tools: list[dict[str, Any]] | None = None) -> ParsedOutput:
     props = tool_properties(tools)
-    calls: list[ParsedToolCall] = []
-    malformed: list[str] = []
-    for m in _BLOCK.finditer(text):
-        call, err = _parse_block(m.group(1), props)
-        if call is not None:
-            calls.append(call)
-        else:
-            malformed.append(err or "malformed")
-    tail = _BLOCK.sub("", text)
-    if "<tool_call>" in tail:
-        malformed.append("unterminated <tool_call> block")
-    if malformed:
-        return ParsedOutput(text=text, tool_calls=[], malformed=malformed)
-    return ParsedOutput(text=tail.strip() if calls else text, tool_calls=calls)
+    return parse_tool_call_blocks(text, lambda body: _parse_block(body, props))
 
 
 def format_qwen3_xml(calls: Sequence[tuple[str, dict[str, Any]]]) -> str:

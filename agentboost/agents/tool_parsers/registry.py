@@ -15,6 +15,7 @@ stack (vLLM) types them. ``parse_tool_calls`` calls either form.
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -143,3 +144,30 @@ def resolve_tool_parser(name: str, chat_template: Any = None, supports_tools: bo
     if not supports_tools:
         return "hermes"
     return detect_tool_parser(chat_template) or "hermes"
+
+
+# the block that hermes, qwen3_xml and glm45 all wrap a call in
+TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+
+
+def parse_tool_call_blocks(text: str, parse_block: Callable[[str], tuple[ParsedToolCall | None, str | None]]
+                           ) -> ParsedOutput:
+    """The contract for the ``<tool_call>...</tool_call>`` formats, one place: every block goes
+    through ``parse_block`` (its inner text -> a call, or the reason it is malformed); an opening tag
+    without its closing tag (a turn cut by max tokens) is malformed; any malformed block voids every
+    call of the turn and leaves the text as written, else the visible text is the text without the
+    blocks."""
+    calls: list[ParsedToolCall] = []
+    malformed: list[str] = []
+    for m in TOOL_CALL_BLOCK.finditer(text):
+        call, err = parse_block(m.group(1))
+        if call is not None:
+            calls.append(call)
+        else:
+            malformed.append(err or "malformed")
+    tail = TOOL_CALL_BLOCK.sub("", text)
+    if "<tool_call>" in tail:
+        malformed.append("unterminated <tool_call> block")
+    if malformed:
+        return ParsedOutput(text=text, tool_calls=[], malformed=malformed)
+    return ParsedOutput(text=tail.strip() if calls else text, tool_calls=calls, malformed=[])
