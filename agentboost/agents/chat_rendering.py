@@ -131,7 +131,8 @@ class ChatRenderer:
                 text_parts.append(b["text"])
             elif "toolUse" in b:
                 tu = b["toolUse"]
-                calls.append(ParsedToolCall(name=tu["name"], arguments=tu.get("input") or {}, raw=""))
+                calls.append(ParsedToolCall(name=tu["name"], arguments=tu.get("input") or {}, raw="",
+                                            id=tu.get("toolUseId")))
             elif "reasoningContent" in b:
                 continue
             else:
@@ -141,7 +142,8 @@ class ChatRenderer:
             msg: dict[str, Any] = {"role": "assistant", "content": text}
             if calls:
                 msg["tool_calls"] = [
-                    {"type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+                    {**({"id": c.id} if c.id is not None else {}), "type": "function",
+                     "function": {"name": c.name, "arguments": c.arguments}} for c in calls
                 ]
             return msg
         rendered_calls = "\n".join(format_tool_call(c.name, c.arguments) for c in calls)
@@ -150,7 +152,10 @@ class ChatRenderer:
     def _tool_result(self, result: dict[str, Any], where: str) -> dict[str, Any]:
         text = _text_of(result.get("content") or [], where)
         if self.supports_tools:
-            return {"role": "tool", "content": text}
+            msg = {"role": "tool", "content": text}
+            if result.get("toolUseId") is not None:  # templates that pair results to calls print it
+                msg["tool_call_id"] = result["toolUseId"]
+            return msg
         return {"role": "user", "content": f"<tool_response>\n{text}\n</tool_response>"}
 
     # -- text and tokens --------------------------------------------------------------------

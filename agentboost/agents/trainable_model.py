@@ -34,7 +34,6 @@ from __future__ import annotations
 import copy
 import json
 import time
-import uuid
 from typing import Any, AsyncGenerator, AsyncIterable, TypeVar
 
 from pydantic import BaseModel
@@ -53,6 +52,8 @@ from ..sampling.protocol import Sampler, SamplingParams, derive_seed
 from .chat_rendering import ChatRenderer, turn_key
 from .tool_parsers import (
     ParsedOutput,
+    ParsedToolCall,
+    get_tool_id_maker,
     get_tool_parser,
     parse_tool_calls,
     resolve_tool_parser,
@@ -86,6 +87,9 @@ class TrainableModel(Model):
         tool_parser = resolve_tool_parser(tool_parser, getattr(renderer.tokenizer, "chat_template", None),
                                           getattr(renderer, "supports_tools", True))
         self.parse = get_tool_parser(tool_parser)
+        # ids for calls the model wrote none for, of the form the family's template accepts
+        self.make_tool_call_id = get_tool_id_maker(tool_parser)
+        self._tool_call_ids: set[str] = set()  # every id given in this episode (Strands pairs results by id)
         # the model family's reasoning markers (none for models that do not think)
         self.reasoning = resolve_reasoning_format(reasoning, renderer.tokenizer)
         self.config: dict[str, Any] = {"model_id": "agentboost-trainable", "tool_parser": tool_parser,
@@ -183,7 +187,7 @@ class TrainableModel(Model):
 
         truncated = result.finish_reason == "length"
         stop_reason = "max_tokens" if truncated else ("tool_use" if parsed.tool_calls else "end_turn")
-        tool_use_ids = [] if truncated else [f"call_{uuid.uuid4().hex[:24]}" for _ in parsed.tool_calls]
+        tool_use_ids = [] if truncated else [self._tool_call_id(tc) for tc in parsed.tool_calls]
         self._sampled[turn_key(parsed.text if parsed.text or not parsed.tool_calls else "", tool_use_ids,
                                reasoning=split.reasoning)] = text
         yield {"messageStart": {"role": "assistant"}}
@@ -224,6 +228,15 @@ class TrainableModel(Model):
         if tool_input is None:
             raise ValueError(f"the model did not call the {output_model.__name__} tool")
         yield {"output": output_model(**tool_input)}
+
+    def _tool_call_id(self, call: ParsedToolCall) -> str:
+        """The id the model wrote for the call, else (none written, or one already used in this
+        episode) a new one from the family's id maker; unique within the episode either way."""
+        tool_call_id = call.id
+        while not tool_call_id or tool_call_id in self._tool_call_ids:
+            tool_call_id = self.make_tool_call_id()
+        self._tool_call_ids.add(tool_call_id)
+        return tool_call_id
 
     def _sequence_room(self, prompt_ids: list[int]) -> int:
         """Tokens this call may still sample within ``sequence_budget``; raises when none."""

@@ -19,10 +19,13 @@ from .registry import (
     ParsedOutput,
     ParsedToolCall,
     ToolCallFormatter,
+    ToolCallIdMaker,
     ToolCallParser,
     ToolParserRegistrationError,
+    default_tool_call_id,
     detect_tool_parser,
     get_tool_formatter,
+    get_tool_id_maker,
     get_tool_parser,
     parse_tool_calls,
     register_tool_parser,
@@ -31,8 +34,9 @@ from .registry import (
 )
 
 __all__ = [
-    "AUTO", "ParsedOutput", "ParsedToolCall", "ToolCallFormatter", "ToolCallParser", "ToolParserRegistrationError",
-    "detect_tool_parser", "get_tool_formatter", "get_tool_parser", "parse_tool_calls", "register_tool_parser",
+    "AUTO", "ParsedOutput", "ParsedToolCall", "ToolCallFormatter", "ToolCallIdMaker", "ToolCallParser",
+    "ToolParserRegistrationError", "default_tool_call_id", "detect_tool_parser", "get_tool_formatter",
+    "get_tool_id_maker", "get_tool_parser", "parse_tool_calls", "register_tool_parser",
     "registered_tool_parsers", "resolve_tool_parser",
     "format_glm45", "format_hermes", "format_kimi_k2", "format_llama3_json", "format_mistral", "format_qwen3_xml",
     "parse_glm45", "parse_hermes", "parse_kimi_k2", "parse_llama3_json", "parse_mistral", "parse_qwen3_xml",

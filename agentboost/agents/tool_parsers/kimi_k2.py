@@ -5,7 +5,7 @@
 
 (one line; broken here for the page), as Kimi K2's chat templates write them and vLLM's ``kimi_k2``
 parser reads them. Each call's id is ``functions.NAME:INDEX`` (``NAME:INDEX`` is read too, as vLLM
-does) and its arguments are one JSON object; several calls in the section make parallel calls.
+does; the call keeps the id as written, which the template prints back with its result) and its arguments are one JSON object; several calls in the section make parallel calls.
 White space between the tokens is allowed.
 
 What is a call: a ``<|tool_call_begin|>`` inside a ``<|tool_calls_section_begin|>`` ...
@@ -44,7 +44,7 @@ def _parse_call(body: str) -> tuple[ParsedToolCall | None, str | None]:
         return None, f"invalid JSON arguments: {e.msg} at char {e.pos}"
     if not isinstance(args, dict):
         return None, f"arguments must be a JSON object, got {type(args).__name__}"
-    return ParsedToolCall(name=m.group(1), arguments=args, raw=body), None
+    return ParsedToolCall(name=m.group(1), arguments=args, raw=body, id=head.strip()), None
 
 
 def _parse_section(body: str) -> tuple[list[ParsedToolCall], list[str]]:

@@ -9,7 +9,9 @@
 As mistral-common encodes them and the models' chat templates write them (vLLM's ``mistral``
 parser reads the same). Parallel calls: one ``[TOOL_CALLS]`` per call in the newer shapes, several
 objects in the array in the older one. Text before the first ``[TOOL_CALLS]`` is the visible answer;
-after the calls only white space may follow (the model ends its turn there).
+after the calls only white space may follow (the model ends its turn there). The v11 shape's
+``[CALL_ID]`` is kept as the call's id; calls without one get 9 random alphanumerics
+(``mistral_tool_call_id``), the only ids Mistral's chat templates accept with a tool result.
 
 What is a call: anything after a ``[TOOL_CALLS]`` token, which the model cannot write by accident
 (the tokenizer holds it as one special token); so a ``[TOOL_CALLS]`` followed by anything but
@@ -22,7 +24,9 @@ vLLM's parser also reads when decoding drops the special tokens (``[TOOL_CALLS]n
 from __future__ import annotations
 
 import json
+import random
 import re
+import string
 from typing import Any, Sequence
 
 from .arguments import json_object_arguments, valid_name
@@ -65,7 +69,7 @@ def _parse_segment(seg: str) -> tuple[list[ParsedToolCall], str | None]:
             args, err = json_object_arguments(obj)
             if err:
                 return [], err
-            calls = [ParsedToolCall(name=m.group(1), arguments=args, raw=seg.strip())]
+            calls = [ParsedToolCall(name=m.group(1), arguments=args, raw=seg.strip(), id=m.group(2))]
     except json.JSONDecodeError as e:
         return [], f"invalid JSON: {e.msg} at char {e.pos}"
     if seg[end:].strip():
@@ -93,4 +97,15 @@ def format_mistral(calls: Sequence[tuple[str, dict[str, Any]]]) -> str:
     return "".join(f"{TOOL_CALLS}{name}{ARGS}{json.dumps(args, ensure_ascii=False)}" for name, args in calls)
 
 
-register_tool_parser("mistral", parse_mistral, format_mistral, template_markers=[(TOOL_CALLS,)])
+_ID_CHARS = string.ascii_letters + string.digits
+_ID_RANDOM = random.SystemRandom()
+
+
+def mistral_tool_call_id() -> str:
+    """9 random alphanumeric characters, as mistral-common makes them: Mistral's chat templates
+    refuse a tool result whose ``tool_call_id`` is anything else."""
+    return "".join(_ID_RANDOM.choice(_ID_CHARS) for _ in range(9))
+
+
+register_tool_parser("mistral", parse_mistral, format_mistral, template_markers=[(TOOL_CALLS,)],
+                     id_maker=mistral_tool_call_id)

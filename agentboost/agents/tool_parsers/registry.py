@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -27,6 +28,7 @@ class ParsedToolCall:
     name: str
     arguments: dict[str, Any]
     raw: str  # the exact text the model wrote for this call (between the tags, where the format has tags)
+    id: str | None = None  # the call id the model wrote itself, where the format has one (kimi_k2, mistral v11)
 
 
 @dataclass
@@ -39,6 +41,13 @@ class ParsedOutput:
 ToolCallParser = Callable[..., ParsedOutput]
 # (name, arguments) pairs -> the text the model writes for those calls in one turn
 ToolCallFormatter = Callable[[Sequence[tuple[str, dict[str, Any]]]], str]
+# () -> a new tool-call id of the form the family's chat template accepts
+ToolCallIdMaker = Callable[[], str]
+
+
+def default_tool_call_id() -> str:
+    """The id a call gets when its family registers no id maker and the model wrote none."""
+    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,7 @@ class _Family:
     formatter: ToolCallFormatter | None
     # the chat template picks this parser when it holds every string of any one of these groups
     template_markers: tuple[tuple[str, ...], ...]
+    id_maker: ToolCallIdMaker | None = None
 
 
 _PARSERS: dict[str, _Family] = {}
@@ -57,10 +67,13 @@ class ToolParserRegistrationError(ValueError):
 
 
 def register_tool_parser(name: str, parser: ToolCallParser, formatter: ToolCallFormatter | None = None,
-                         template_markers: Iterable[Iterable[str]] = ()) -> None:
+                         template_markers: Iterable[Iterable[str]] = (),
+                         id_maker: ToolCallIdMaker | None = None) -> None:
     """A name holds one parser: registering another one under it is an error. ``formatter`` writes
     calls in the format (for demonstrations and round trips); ``template_markers`` are groups of
-    strings whose presence, all of one group, in a chat template makes ``auto`` choose this parser."""
+    strings whose presence, all of one group, in a chat template makes ``auto`` choose this parser;
+    ``id_maker`` makes the ids of calls the model wrote no id for, in the form the family's chat
+    template accepts (``default_tool_call_id`` when not given)."""
     if name == AUTO:
         raise ToolParserRegistrationError(f"{AUTO!r} is the setting that picks a parser; choose another name")
     taken = _PARSERS.get(name)
@@ -72,7 +85,8 @@ def register_tool_parser(name: str, parser: ToolCallParser, formatter: ToolCallF
     if taken is not None:  # the same parser again (a re-import): keep what it already had
         formatter = formatter or taken.formatter
         markers = markers or taken.template_markers
-    _PARSERS[name] = _Family(parser, formatter, markers)
+        id_maker = id_maker or taken.id_maker
+    _PARSERS[name] = _Family(parser, formatter, markers, id_maker)
 
 
 def get_tool_parser(name: str) -> ToolCallParser:
@@ -84,6 +98,11 @@ def get_tool_formatter(name: str) -> ToolCallFormatter:
     if formatter is None:
         raise KeyError(f"tool-call parser {name!r} was registered without a formatter")
     return formatter
+
+
+def get_tool_id_maker(name: str) -> ToolCallIdMaker:
+    """What makes the family's tool-call ids (its registered id maker, else ``default_tool_call_id``)."""
+    return _family(name).id_maker or default_tool_call_id
 
 
 def registered_tool_parsers() -> list[str]:
