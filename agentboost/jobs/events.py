@@ -2,7 +2,7 @@
 order per subscription, retried, signed) and the events of one job as a server-sent-events stream.
 
 The durable record is each run's ``events.jsonl`` (written by the trainer: progress, checkpoint,
-budget_warning, resume, completed / cancelled / failed). A job whose process died without saying
+warning, budget_warning, compare_to_base, resume, completed / cancelled / failed). A job whose process died without saying
 how it ended gets a ``failed`` event from the job store. Delivery offsets are kept in
 ``<root>/webhooks.json``, so a restarted service neither skips nor repeats a delivered event.
 
@@ -26,7 +26,9 @@ import aiohttp
 from ..files import atomic_write_text, iter_jsonl
 from .store import JobError, JobStore
 
-EVENTS = ("progress", "checkpoint", "budget_warning", "resume", "completed", "cancelled", "failed")
+# every event the trainer writes: a subscription to all of them sees every seq, with no gap
+EVENTS = ("progress", "checkpoint", "warning", "budget_warning", "compare_to_base", "resume", "completed", "cancelled",
+          "failed")
 TERMINAL = ("completed", "cancelled", "failed")
 RETRIES = 3
 
