@@ -15,6 +15,8 @@ def add_score(sub) -> None:
     p.add_argument("--tasks", required=True, help="task file (.jsonl or .parquet)")
     p.add_argument("--answers", required=True, help="JSONL with task_id and answer")
     p.add_argument("--jobs", type=int, default=4, help="answers scored at once (default: 4)")
+    p.add_argument("--allow-weak-sandbox", action="store_true",
+                   help="run model-written code even where the sandbox cannot isolate it (warned)")
     p.add_argument("--results", help="write one JSON line per answer: task_id, score, verdict, the reward's "
                                      "metadata (for code: each test's verdict and time)")
 
@@ -32,6 +34,11 @@ def cmd_score(args) -> int:
     from ..rewards.scoring import read_answers, score_answers, tests_by_verdict
     from ..tasks import load_tasks
 
+    from ..trainer.agent_setup import check_sandbox
+
+    warning = check_sandbox(args.reward, [], args.allow_weak_sandbox or None)  # before any answer runs
+    if warning:
+        print(f"warning: {warning}")
     tasks = {t["task_id"]: t for t in load_tasks(args.tasks)}
     answers = read_answers(args.answers, tasks, args.tasks)
     results = score_answers(args.reward, tasks, answers, jobs=args.jobs)
@@ -57,5 +64,9 @@ def cmd_sandbox_info(args) -> int:
 
     print(describe_protections())
     for k, v in protections().items():
-        print(f"  {k}: {v}")
+        if k == "missing":
+            for m in v:
+                print(f"  missing: {m}")
+        else:
+            print(f"  {k}: {v}")
     return 0

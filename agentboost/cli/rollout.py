@@ -29,6 +29,8 @@ def add_rollout(sub) -> None:
     add_engine_option(p)
     add_options(p, ("--max-batch", 32, "hf engine: requests decoded together; more wait in a queue (default: 32)"),
                 ("--tokenizer", str, "tokenizer directory (default: the model's); needed with --sampler-url"))
+    p.add_argument("--allow-weak-sandbox", action="store_true",
+                   help="run model-written code (code reward or tool) even where the sandbox cannot isolate it")
     p.add_argument("--tool", dest="tools", action="append",
                    help="tool import path (module:function or module); repeatable (default: the calculator)")
     add_options(p, ("--system-prompt", str, "the agent's system prompt"),
@@ -104,6 +106,11 @@ def cmd_rollout(args) -> int:
             raise UsageError(f"no default reward for agent type {spec.agent_type!r}; "
                              f"registered: {', '.join(registered_rewards())}")
     env = StrandsEnv(reward=reward).validate()
+    from ..trainer.agent_setup import check_sandbox
+
+    warning = check_sandbox(reward, list(spec.tools), args.allow_weak_sandbox or None)
+    if warning:
+        print(f"warning: {warning}")
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p,
                               max_new_tokens=args.max_new_tokens, seed=args.seed)
 

@@ -89,3 +89,8 @@ def code_stats(episodes: list[Episode]) -> dict[str, Counter]:
 
 
 code_partial_reward = partial(code_reward, partial_credit=True)
+
+
+# the trainer and `score` refuse to run these without an isolating sandbox (``require_isolation``)
+code_reward.runs_model_code = True
+code_partial_reward.runs_model_code = True

@@ -6,8 +6,9 @@ nothing from agentboost. Protocol:
 
 - judge -> harness (stdin, each message ``marshal``-ed and prefixed by its length as 8 bytes,
   little-endian): first a configuration ``{"cpu_s", "wall_s", "output_bytes", "file_bytes",
-  "fn_name", "sweep_uid"}`` (the harness's own uid when the
-  sandbox gave it one, else null), then one request per test ``{"i", "kind", "input" | "args" | "code"}``;
+  "fn_name", "sweep", "wipe"}`` (``sweep``: ``"namespace"`` when the harness has a PID namespace
+  of its own, its own uid when the sandbox leased it one, else null; ``wipe``: the private tmpfs
+  directories it empties after each test), then one request per test ``{"i", "kind", "input" | "args" | "code"}``;
 - harness -> judge (stdout, one JSON object per line: the judge parses nothing but JSON from the
   sandbox): one reply per request ``{"i", "status", "timed_out", "time_s", "stdout", "stderr",
   "over", "result"}``, the raw facts of the run; the judge classifies and compares them.
@@ -230,8 +231,53 @@ def _sweep_uid(uid: int) -> None:
         time.sleep(0.002)
 
 
+def _sweep_namespace() -> None:
+    """Kill every process of this PID namespace but its reaper (1) and the harness: what a test left
+    behind, detached or not. Only the sandbox's own processes are in it."""
+    me = os.getpid()
+    for _ in range(50):
+        found = False
+        for d in os.listdir("/proc"):
+            if not d.isdigit() or int(d) in (1, me):
+                continue
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                        continue
+                os.kill(int(d), SIGKILL)
+                found = True
+            except (OSError, IndexError):
+                continue
+        if not found:
+            return
+        time.sleep(0.002)
+
+
+def _empty_dir(path: str) -> None:
+    """Remove what a test left in one of the sandbox's private tmpfs directories."""
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return
+    for name in names:
+        p = os.path.join(path, name)
+        if os.path.isdir(p) and not os.path.islink(p):
+            _remove_tree(p)
+        else:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+
+
 def _remove_tree(path: str) -> None:
     """Best effort: a test may leave anything in its directory, even unreadable or unwritable."""
+    for root, dirs, _ in os.walk(path):  # a test may have taken its own rights to a directory away
+        for name in dirs:
+            try:
+                os.chmod(os.path.join(root, name), 0o700)
+            except OSError:
+                pass
     for root, dirs, files in os.walk(path, topdown=False):
         for name in files + dirs:
             p = os.path.join(root, name)
@@ -346,10 +392,14 @@ def main() -> None:
         status, timed_out = _wait(pid, cfg["wall_s"])
         elapsed = time.perf_counter() - t0
         _kill_group(pid)
-        if cfg.get("sweep_uid") is not None:
-            _sweep_uid(cfg["sweep_uid"])
+        if cfg.get("sweep") == "namespace":
+            _sweep_namespace()
+        elif cfg.get("sweep") is not None:
+            _sweep_uid(cfg["sweep"])
         _reap_strays()
         _remove_tree(workdir)
+        for d in cfg.get("wipe") or ():
+            _empty_dir(d)
         stdout, out_over = _read_capped(fds[1], cfg["output_bytes"])
         stderr, err_over = _read_capped(fds[2], cfg["output_bytes"])
         result, res_over = _read_capped(fds[3], cfg["output_bytes"])

@@ -262,7 +262,8 @@ class _Harness:
         self.proc = SandboxProcess(_harness_source(), harness_limits, files={"solution.py": code})
         self.fresh = True
         self.config = {"cpu_s": limits.cpu_s, "wall_s": limits.wall_s, "output_bytes": limits.output_bytes,
-                       "file_bytes": limits.file_bytes, "fn_name": fn_name, "sweep_uid": self.proc.uid}
+                       "file_bytes": limits.file_bytes, "fn_name": fn_name, "sweep": self.proc.sweep,
+                       "wipe": self.proc.wipe}
         self.max_reply = 3 * 6 * limits.output_bytes + 65536  # three capped texts, JSON-escaped
 
     def run(self, index: int, test: dict[str, Any]) -> tuple[SandboxResult, str | None] | None:
@@ -275,6 +276,7 @@ class _Harness:
             self.fresh = False
             if not self.proc.send(self.config, deadline):
                 return None
+        oom_before = self.proc.oom_kills()
         reply = self.proc.request(request, deadline, self.max_reply)
         if reply is None:
             return None
@@ -287,7 +289,9 @@ class _Harness:
         except (KeyError, TypeError, ValueError):
             self.proc.bad_reply = True
             return None
-        verdict = verdict_of(status, timed_out, elapsed, self.limits.wall_s, over, stderr)
+        # the control group counts the whole run's OOM kills: this test's are the increase
+        verdict = verdict_of(status, timed_out, elapsed, self.limits.wall_s, over, stderr,
+                             self.proc.oom_kills() > oom_before)
         result = reply.get("result")
         return SandboxResult(verdict, status, stdout, stderr, elapsed, over), (
             result if isinstance(result, str) else None)
@@ -296,7 +300,8 @@ class _Harness:
         """The outcome of a test during which the harness ended or hung."""
         status, stderr = self.proc.close()
         elapsed = time.perf_counter() - started
-        verdict = verdict_of(status, self.proc.timed_out, elapsed, self.limits.wall_s, False, stderr)
+        verdict = verdict_of(status, self.proc.timed_out, elapsed, self.limits.wall_s, False, stderr,
+                             self.proc.oom_killed > 0)
         if verdict == "ok" or self.proc.bad_reply:
             verdict = "runtime_error"  # something wrote into the harness's channel
         last = stderr.strip().splitlines()[-1] if stderr.strip() else ""

@@ -1,27 +1,27 @@
 """The one sandbox for model-written code.
 
-Every tool and reward that runs code goes through ``run_python``. Protections, and where each is
-active (``protections()`` reports them; ``agentboost sandbox info`` prints them):
+Every tool and reward that runs code goes through ``run_python`` (or ``SandboxProcess``, the judge
+harness's long-lived form). A reward that can be read will be hacked, so the program sees nothing
+of the host: ``protections()`` reports what holds here, ``agentboost sandbox info`` prints it.
 
-| protection | Linux, root | Linux, unprivileged | elsewhere |
-|---|---|---|---|
-| CPU, address-space, file-size, core limits (rlimits) | yes | yes | mostly |
-| wall-clock limit, own process group killed on timeout | yes | yes | yes |
-| output cap (stdout/stderr read up to a limit) | yes | yes | yes |
-| fresh scratch directory as cwd, removed afterwards | yes | yes | yes |
-| minimal environment (no parent secrets, tokens, keys) | yes | yes | yes |
-| own unprivileged uid: process-count limit applies, escaped processes killed by uid, no access to the parent's files, /proc environ or signals | yes | no | no |
-| no network (own network namespace) | yes | no | no |
-| private /tmp, /var/tmp, /dev/shm, /run/lock (own mount namespace) | yes | no | no |
+| protection | root + bubblewrap | user + bubblewrap (user namespaces) | root, no bubblewrap | neither |
+|---|---|---|---|---|
+| own filesystem root: only /usr, the interpreter's prefix, ld.so.cache; no project, run, job or home dirs, no host unix sockets | yes | yes | no | no |
+| own PID namespace and /proc: no other process visible or signalable | yes | yes | no | no |
+| no network (own network namespace; abstract sockets too) | yes | yes | yes | no |
+| fresh tmpfs work dir, /tmp and /dev/shm of ``disk_mb`` each | yes | yes | /tmp masked | no |
+| identity of its own: a leased uid (no collision across processes) or a user namespace | yes (leased uid) | yes (user namespace) | yes (leased uid) | no |
+| whole-run memory and process limits (control group; OOM kills counted) | yes | only with a delegated cgroup | yes | no |
+| rlimits per process (CPU, address space, file size, no core), wall clock, output cap, minimal environment | yes | yes | yes | yes |
 
-Root does not obey RLIMIT_NPROC, which is why the child drops to an unprivileged uid, one per run
-so that the count and the kill-by-uid sweep cover exactly that run's processes.
+``isolated`` is true with the first two rows and the third; without it, ``require_isolation``
+refuses runs that execute model-written code unless the user allows a weak sandbox
+(``sandbox.allow_weak: true``). How each row is tested: ``tests/sandbox/test_attacks.py``.
 """
 
 from __future__ import annotations
 
 import ctypes
-import itertools
 import json
 import marshal
 import os
@@ -39,6 +39,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from . import cgroups, isolation
+from .identities import UidLease, kill_uid, processes_of_uid
+
 VERDICTS = ("ok", "runtime_error", "timeout", "memory_limit", "output_limit", "sandbox_error")
 
 _CLONE_NEWNS = 0x00020000
@@ -46,20 +49,19 @@ _CLONE_NEWNET = 0x40000000
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _MASKED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
-_UID_BASE = 200_000
-_uid_counter = itertools.count()
-_uid_lock = threading.Lock()
+_ISOLATING = ("filesystem_view", "pid_namespace", "network_namespace")
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
     cpu_s: float = 5.0
     wall_s: float = 10.0
-    memory_mb: int = 512
+    memory_mb: int = 512  # per process (address space) and, with a control group, all processes together
     output_bytes: int = 1_000_000
     file_bytes: int = 10_000_000
     processes: int = 32
     network: bool = False
+    disk_mb: int = 64  # each writable tmpfs: the work dir, /tmp, /dev/shm
 
 
 @dataclass
@@ -70,7 +72,7 @@ class SandboxResult:
     stderr: str
     time_s: float
     output_truncated: bool = False
-    killed_processes: int = 0  # processes of this run still alive after it, killed by uid
+    killed_processes: int = 0  # processes of this run still alive after it, killed by the sweep
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -94,40 +96,114 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
+def _probe(mode: str, python: str) -> tuple[bool, str]:
+    """Run ``print('ok')`` under ``mode``; (worked, the error when not)."""
+    try:
+        run = _Run.start("print('ok')", None, SandboxLimits(), subprocess.PIPE, mode=mode, python=python,
+                         group=False)
+    except OSError as e:
+        return False, str(e)
+    try:
+        out, err = run.proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        out, err = b"", b"the probe did not finish in 30 s"
+    finally:
+        run.finish()
+    if out.decode(errors="replace").strip() == "ok":
+        return True, ""
+    return False, err.decode(errors="replace").strip()[-300:] or f"exit status {run.proc.returncode}"
+
+
 @lru_cache(maxsize=1)
 def protections() -> dict[str, object]:
     """Which protections this machine gives; probed once by running a child under them."""
+    linux = sys.platform.startswith("linux")
+    root = linux and os.geteuid() == 0
     info: dict[str, object] = {"platform": sys.platform, "rlimits": True, "process_group": True,
-                               "scratch_dir": True, "minimal_env": True}
-    root = sys.platform.startswith("linux") and os.geteuid() == 0
-    python = os.environ.get("AGENTBOOST_SANDBOX_PYTHON") or sys.executable
-    if root and not _readable_by_all(python):
-        python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or python
+                               "scratch_dir": True, "minimal_env": True, "mode": "weak"}
+    python = isolation.interpreter()
+    missing: list[str] = []
+    bwrap = isolation.bwrap_path() if linux else None
+    if bwrap is None:
+        missing.append("bubblewrap (bwrap) not found: install it (apt-get install bubblewrap; "
+                       "setup.sh does as root) or set AGENTBOOST_BWRAP")
+    elif root and isolation.setpriv_path() is None:
+        missing.append("setpriv (util-linux) not found: root needs it to drop to the sandbox uid")
+    else:
+        mode = "bwrap-root" if root else "bwrap-user"
+        ok, error = _probe(mode, python)
+        if ok:
+            info["mode"] = mode
+        else:
+            why = ("user namespaces may be off (kernel.unprivileged_userns_clone, "
+                   "user.max_user_namespaces, an AppArmor or SELinux policy)" if not root else "")
+            missing.append(f"bubblewrap failed to start a sandbox: {error}" + (f"; {why}" if why else ""))
+    if info["mode"] == "weak" and root:
+        if not _readable_by_all(python):  # the weak mode runs it as the leased uid, on the host's files
+            python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or python
+        if _readable_by_all(python) and _probe("weak-root", python)[0]:
+            info["mode"] = "weak-root"
+    elif info["mode"] == "weak" and not linux:
+        missing.append("the filesystem, process and network namespaces need Linux")
+    isolated = str(info["mode"]).startswith("bwrap")
     info["python"] = python
-    info["drop_user"] = root and _readable_by_all(python)
-    info["network_namespace"] = False
-    info["private_tmp"] = False
-    if info["drop_user"]:
-        probe = subprocess.run([python, "-I", "-c", "print('ok')"], capture_output=True, text=True, timeout=30,
-                               preexec_fn=_child_setup(SandboxLimits(), _UID_BASE - 1, namespaces=True))
-        info["network_namespace"] = info["private_tmp"] = probe.stdout.strip() == "ok"
-        if probe.stdout.strip() != "ok":
-            info["namespace_error"] = probe.stderr.strip()[-300:]
+    info["filesystem_view"] = info["pid_namespace"] = isolated
+    info["network_namespace"] = info["private_tmp"] = isolated or info["mode"] == "weak-root"
+    info["own_identity"] = info["mode"] != "weak"
+    info["drop_user"] = info["mode"] in ("bwrap-root", "weak-root")
+    groups_ok, how = cgroups.available() if linux else (False, "control groups need Linux")
+    info["whole_run_limits"] = groups_ok
+    info["whole_run_limits_how"] = how
+    if not isolated:
+        if not root and linux and bwrap is None:
+            pass
+        missing.append("without a filesystem view of its own the program can read every world-readable "
+                       "host file (tasks, run and job directories) and see every process")
+    info["isolated"] = isolated
+    info["missing"] = missing
     return info
 
 
 def describe_protections() -> str:
     p = protections()
-    active = [k for k in ("rlimits", "process_group", "scratch_dir", "minimal_env", "drop_user",
-                          "network_namespace", "private_tmp") if p.get(k)]
-    missing = [k for k in ("drop_user", "network_namespace", "private_tmp") if not p.get(k)]
-    text = f"sandbox: {sys.platform}, python {p['python']}; active: {', '.join(active)}"
-    if missing:
-        text += f"; NOT active: {', '.join(missing)} (needs Linux and root)"
+    how = {"bwrap-root": "bubblewrap as root, leased uid", "bwrap-user": "bubblewrap in a user namespace",
+           "weak-root": "leased uid, network namespace, masked /tmp; no filesystem view",
+           "weak": "rlimits only"}[str(p["mode"])]
+    limits = (f"whole-run limits: {p['whole_run_limits_how']}" if p["whole_run_limits"]
+              else f"whole-run limits: none ({p['whole_run_limits_how']}); per-process limits apply")
+    text = f"sandbox: {'isolated' if p['isolated'] else 'NOT isolated'} ({how}); {limits}; python {p['python']}"
+    if not p["isolated"]:
+        text += "; missing: " + "; ".join(p["missing"])
     return text
 
 
-def _child_setup(limits: SandboxLimits, uid: int | None, namespaces: bool):
+WEAK_HINT = ("install bubblewrap (apt-get install bubblewrap) and allow user namespaces, or accept a weak "
+             "sandbox with sandbox.allow_weak: true (AGENTBOOST_SANDBOX_ALLOW_WEAK=1)")
+
+
+def _weak_allowed() -> bool:
+    return os.environ.get("AGENTBOOST_SANDBOX_ALLOW_WEAK", "").strip().lower() in ("1", "true", "yes")
+
+
+def require_isolation(allow_weak: bool | None = None, what: str = "this run") -> str | None:
+    """Refuse to run model-written code without isolation: raises ``InputError`` with one line,
+    unless ``allow_weak`` (or ``AGENTBOOST_SANDBOX_ALLOW_WEAK=1``); then returns the warning to
+    print at start and keep in the run summary. None when the sandbox isolates."""
+    from ..errors import InputError
+
+    p = protections()
+    if p["isolated"]:
+        return None
+    allow_weak = _weak_allowed() if allow_weak is None else allow_weak or _weak_allowed()
+    reason = "; ".join(str(m) for m in p["missing"][:1]) or "no filesystem view"
+    if not allow_weak:
+        raise InputError(f"{what} runs model-written code, but the sandbox cannot isolate it here ({reason}): "
+                         f"{WEAK_HINT}")
+    return f"weak sandbox: model-written code is not isolated from the host ({reason})"
+
+
+def _child_setup(limits: SandboxLimits, uid: int | None, namespaces: bool, group: "cgroups.RunGroup | None",
+                 nproc: int | None):
     """Runs in the child between fork and exec: only system calls, no locks."""
     def setup() -> None:
         cpu = max(1, int(limits.cpu_s + 0.999))
@@ -136,7 +212,11 @@ def _child_setup(limits: SandboxLimits, uid: int | None, namespaces: bool):
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if namespaces:
+        if group is not None:
+            group.join()
+        if nproc is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        if namespaces:  # the weak mode: root without bubblewrap
             libc = _libc()
             flags = _CLONE_NEWNS | (0 if limits.network else _CLONE_NEWNET)
             if libc.unshare(flags) != 0:
@@ -148,7 +228,6 @@ def _child_setup(limits: SandboxLimits, uid: int | None, namespaces: bool):
                     if libc.mount(b"tmpfs", d.encode(), b"tmpfs", 0, b"size=16m,mode=1777") != 0:
                         raise OSError(ctypes.get_errno(), f"masking {d} failed")
         if uid is not None:
-            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
@@ -156,49 +235,146 @@ def _child_setup(limits: SandboxLimits, uid: int | None, namespaces: bool):
 
 
 def _scratch_base() -> str:
-    if protections()["drop_user"]:
-        base = "/run/agentboost-sandbox"  # not under a masked directory
+    base = "/run/agentboost-sandbox"  # not under a masked directory
+    try:
         os.makedirs(base, mode=0o711, exist_ok=True)
         return base
-    return tempfile.gettempdir()
+    except OSError:
+        return tempfile.gettempdir()
 
 
-def _next_uid() -> int:
-    with _uid_lock:
-        return _UID_BASE + (os.getpid() % 10_000) * 100 + next(_uid_counter) % 100
-
-
-def _processes_of_uid(uid: int) -> list[int]:
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
+def _tasks_of_uid(uid: int) -> int:
+    """Threads of ``uid`` now: RLIMIT_NPROC counts them all, the trainer's too."""
+    total = 0
+    for pid in processes_of_uid(uid):
         try:
-            if os.stat(f"/proc/{d}").st_uid != uid:  # one stat per process: the sweep runs after every run
-                continue
-            with open(f"/proc/{d}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in ("Z", "X"):  # dead, waiting to be reaped: holds nothing
-            pids.append(int(d))
-    return pids
+            with open(f"/proc/{pid}/stat") as f:
+                total += int(f.read().rsplit(")", 1)[1].split()[17])
+        except (OSError, IndexError, ValueError):
+            total += 1
+    return total
 
 
-def _kill_uid(uid: int) -> int:
-    killed: set[int] = set()
-    for _ in range(50):  # a forking survivor may add a process between sweeps
-        pids = _processes_of_uid(uid)
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.add(pid)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.005)
-    return len(killed)
+def _memfd(name: str, content: str) -> int:
+    fd = os.memfd_create(name)  # inheritable: bwrap reads it
+    try:
+        os.write(fd, content.encode("utf-8", "surrogateescape"))
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class _Run:
+    """One started program with what it holds: its process, its leased uid, its control group and
+    (weak modes) its scratch directory on the host. ``finish`` releases all of them."""
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.scratch: str | None = None
+        self.lease: UidLease | None = None
+        self.group: cgroups.RunGroup | None = None
+        self.killed = 0
+        self.oom_killed = 0
+        self._finished = False
+
+    @property
+    def uid(self) -> int | None:
+        return self.lease.uid if self.lease else None
+
+    @classmethod
+    def start(cls, code: str, files: dict[str, str] | None, limits: SandboxLimits, stderr, *, mode: str,
+              python: str, group: bool) -> "_Run":
+        run = cls()
+        fds: list[int] = []
+        try:
+            if mode in ("bwrap-root", "weak-root"):
+                run.lease = UidLease()
+            if group:
+                # + bwrap's two processes (its parent and the namespace's reaper)
+                run.group = cgroups.RunGroup(limits.memory_mb, limits.processes + 3)
+            contents = {"main.py": code, **(files or {})}
+            nproc = None
+            if run.lease is not None:
+                nproc = limits.processes
+            elif run.group is None and mode == "bwrap-user":
+                nproc = _tasks_of_uid(os.getuid()) + limits.processes  # the closest a user gets
+            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+                   "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": "0"}
+            if mode.startswith("bwrap"):
+                files_fds = {}
+                for name, content in contents.items():
+                    fd = _memfd(name, content)
+                    fds.append(fd)
+                    files_fds[name] = fd
+                cmd = isolation.command(isolation.bwrap_path() or "bwrap", python, files_fds, limits.disk_mb,
+                                        limits.network, run.uid, ["main.py"])
+                env.update(HOME=isolation.WORKDIR, TMPDIR="/tmp")
+                run.proc = subprocess.Popen(
+                    cmd, cwd="/", env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                    start_new_session=True, close_fds=True, pass_fds=fds,
+                    preexec_fn=_child_setup(limits, None, False, run.group, nproc))
+            else:
+                run.scratch = tempfile.mkdtemp(prefix="run-", dir=_scratch_base())
+                for name, content in contents.items():
+                    Path(run.scratch, name).write_text(content)
+                if run.uid is not None:
+                    for p in [run.scratch, *(os.path.join(run.scratch, n) for n in os.listdir(run.scratch))]:
+                        os.chown(p, run.uid, run.uid)
+                    os.chmod(run.scratch, 0o700)
+                env.update(HOME=run.scratch, TMPDIR=run.scratch)
+                run.proc = subprocess.Popen(
+                    [python, "-I", "main.py"], cwd=run.scratch, env=env, stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, close_fds=True,
+                    preexec_fn=_child_setup(limits, run.uid, mode == "weak-root", run.group, nproc))
+        except BaseException:
+            run.finish()
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return run
+
+    def oom_kills(self) -> int:
+        return self.group.oom_kills() if self.group is not None else 0
+
+    def status(self) -> int | None:
+        """The program's exit status, or -signal. bubblewrap exits with 128 + the signal that killed
+        the program (a program exiting 129..192 by itself reads as a signal: none of ours do)."""
+        code = self.proc.returncode if self.proc is not None else None
+        if self.scratch is None and code is not None and 128 < code <= 128 + 64:
+            return -(code - 128)
+        return code
+
+    def finish(self) -> float:
+        """Kill what is left of the run (its process group, its control group, its uid), reap it,
+        release its uid and group, remove its scratch; when the program was reaped."""
+        ended = time.perf_counter()
+        if self._finished:
+            return ended
+        self._finished = True
+        try:
+            if self.proc is not None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)  # the program's children too
+                except (ProcessLookupError, PermissionError):
+                    pass
+                self.proc.wait()
+                ended = time.perf_counter()
+            if self.group is not None:
+                self.killed += self.group.kill_all()
+                self.oom_killed = self.group.oom_kills()
+            if self.lease is not None:
+                self.killed += kill_uid(self.lease.uid)  # children that left the process group
+        finally:
+            if self.group is not None:
+                self.group.remove()
+            if self.lease is not None:
+                self.lease.release()
+            if self.scratch is not None:
+                shutil.rmtree(self.scratch, ignore_errors=True)
+        return ended
 
 
 def _read_capped(stream, cap: int, sink: list, flag: list) -> None:
@@ -220,69 +396,43 @@ def _announce() -> None:
     print(f"agentboost {describe_protections()}", file=sys.stderr, flush=True)
 
 
-def verdict_of(status: int | None, timed_out: bool, elapsed: float, wall_s: float, over: bool, stderr: str) -> str:
-    """The sandbox verdict of a finished program; the judge harness's tests are classified by it too."""
+def verdict_of(status: int | None, timed_out: bool, elapsed: float, wall_s: float, over: bool, stderr: str,
+               oom_killed: bool = False) -> str:
+    """The sandbox verdict of a finished program; the judge harness's tests are classified by it too.
+    ``oom_killed``: the run's control group saw an out-of-memory kill."""
     if timed_out or status == -signal.SIGXCPU or status == -signal.SIGKILL and elapsed >= wall_s:
         return "timeout"
     if over:
         return "output_limit"
-    if status != 0 and "MemoryError" in stderr:
+    if status != 0 and (oom_killed or "MemoryError" in stderr):
         return "memory_limit"
     if status != 0:
         return "runtime_error"
     return "ok"
 
 
-def _launch(code: str, files: dict[str, str] | None, limits: SandboxLimits, stderr=subprocess.PIPE):
-    """Start ``code`` as ``main.py`` in a fresh scratch directory under ``limits``: (process, scratch, uid).
-    The caller owns the result and must pass it to ``_finish``."""
+def _launch(code: str, files: dict[str, str] | None, limits: SandboxLimits, stderr=subprocess.PIPE) -> _Run:
+    """Start ``code`` as ``main.py`` in a fresh work directory under ``limits``, with every
+    protection this machine has. The caller owns the result and must ``finish`` it."""
     prot = protections()
     _announce()
-    uid = _next_uid() if prot["drop_user"] else None
-    scratch = tempfile.mkdtemp(prefix="run-", dir=_scratch_base())
-    try:
-        for name, content in {"main.py": code, **(files or {})}.items():
-            Path(scratch, name).write_text(content)
-        if uid is not None:
-            for p in [scratch, *(os.path.join(scratch, n) for n in os.listdir(scratch))]:
-                os.chown(p, uid, uid)
-            os.chmod(scratch, 0o700)
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": scratch, "TMPDIR": scratch, "LANG": "C.UTF-8",
-               "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": "0"}
-        proc = subprocess.Popen(
-            [str(prot["python"]), "-I", "main.py"], cwd=scratch, env=env, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, close_fds=True,
-            preexec_fn=_child_setup(limits, uid, namespaces=bool(prot["network_namespace"])),
-        )
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    return proc, scratch, uid
-
-
-def _finish(proc: subprocess.Popen, scratch: str, uid: int | None) -> tuple[int, float]:
-    """Kill what is left of a run (its process group, then its uid), reap it, remove its scratch
-    directory; (the number of processes killed by uid, when the program was reaped)."""
-    try:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the program's children too
-        except (ProcessLookupError, PermissionError):
-            pass
-        proc.wait()
-        ended = time.perf_counter()
-        return (_kill_uid(uid) if uid is not None else 0), ended  # children that left the process group
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    # the last line of defence: the entry points refuse such runs at start (``require_isolation``)
+    if not prot["isolated"] and not _weak_allowed():
+        raise OSError(f"the sandbox cannot isolate model-written code here ({(prot['missing'] or ['?'])[0]}); "
+                      f"{WEAK_HINT}")
+    return _Run.start(code, files, limits, stderr, mode=str(prot["mode"]), python=str(prot["python"]),
+                      group=bool(prot["whole_run_limits"]))
 
 
 def run_python(code: str, stdin: str = "", limits: SandboxLimits = SandboxLimits(),
                files: dict[str, str] | None = None) -> SandboxResult:
-    """Run ``code`` as ``main.py`` in a fresh scratch directory under ``limits``."""
+    """Run ``code`` as ``main.py`` in a fresh work directory under ``limits``."""
     t0 = time.perf_counter()
     try:
-        proc, scratch, uid = _launch(code, files, limits)
+        run = _launch(code, files, limits)
     except (OSError, subprocess.SubprocessError) as e:
         return SandboxResult("sandbox_error", None, "", f"could not start the sandbox: {e}", 0.0)
+    proc = run.proc
     try:
         out, err, out_over, err_over = [], [], [False], [False]
         readers = [threading.Thread(target=_read_capped, args=(proc.stdout, limits.output_bytes, out, out_over)),
@@ -302,15 +452,16 @@ def run_python(code: str, stdin: str = "", limits: SandboxLimits = SandboxLimits
         except subprocess.TimeoutExpired:
             timed_out = True
     finally:
-        killed, ended = _finish(proc, scratch, uid)
+        ended = run.finish()
     elapsed = ended - t0
     for t in readers:
         t.join(timeout=2)
     stdout = b"".join(out).decode("utf-8", "replace")
     stderr = b"".join(err).decode("utf-8", "replace")
     over = out_over[0] or err_over[0]
-    verdict = verdict_of(proc.returncode, timed_out, elapsed, limits.wall_s, over, stderr)
-    return SandboxResult(verdict, proc.returncode, stdout, stderr, elapsed, over, killed)
+    status = run.status()
+    verdict = verdict_of(status, timed_out, elapsed, limits.wall_s, over, stderr, run.oom_killed > 0)
+    return SandboxResult(verdict, status, stdout, stderr, elapsed, over, run.killed)
 
 
 class SandboxProcess:
@@ -322,11 +473,17 @@ class SandboxProcess:
     def __init__(self, code: str, limits: SandboxLimits, files: dict[str, str] | None = None):
         self._err = tempfile.TemporaryFile()  # a file, not a pipe: nothing to drain while we wait on stdout
         try:
-            self.proc, self._scratch, self._uid = _launch(code, files, limits, stderr=self._err)
+            self._run = _launch(code, files, limits, stderr=self._err)
         except BaseException:
             self._err.close()
             raise
-        self.uid = self._uid
+        self.proc = self._run.proc
+        self.uid = self._run.uid
+        mode = protections()["mode"]
+        # what the harness sweeps after each test: its own PID namespace, else its leased uid
+        self.sweep: object = "namespace" if str(mode).startswith("bwrap") else self.uid
+        # what it empties after each test: the private tmpfs it alone sees
+        self.wipe: list[str] = ["/tmp", "/dev/shm"] if str(mode).startswith("bwrap") else []
         self._buf = b""
         self._closed = False
         self._stderr = ""
@@ -393,11 +550,21 @@ class SandboxProcess:
                     f.close()
                 except OSError:
                     pass
-            self.killed_processes = _finish(self.proc, self._scratch, self._uid)[0]
+            self._run.finish()
+            self.killed_processes = self._run.killed
             self._err.seek(0)
             self._stderr = self._err.read(65536).decode("utf-8", "replace")
             self._err.close()
-        return self.proc.returncode, self._stderr
+        return self._run.status(), self._stderr
+
+    def oom_kills(self) -> int:
+        """Out-of-memory kills in its control group so far (0 without one)."""
+        return self._run.oom_kills()
+
+    @property
+    def oom_killed(self) -> int:
+        """The count at ``close``."""
+        return self._run.oom_killed
 
     def __enter__(self) -> "SandboxProcess":
         return self

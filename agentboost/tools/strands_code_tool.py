@@ -62,3 +62,6 @@ def test_code(code: str = "", tool_context: ToolContext = None) -> str:
     outcome, text = check_code(code, state.get("task") or {})
     state.setdefault("tool_outcomes", {})[tool_context.tool_use["toolUseId"]] = outcome
     return text
+
+
+test_code.runs_model_code = True  # the trainer refuses to run it without an isolating sandbox

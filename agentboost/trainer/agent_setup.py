@@ -17,6 +17,43 @@ def agent_spec(cfg: TrainConfig) -> StrandsAgentSpec:
                             tool_parser=a.tool_parser)
 
 
+def runs_model_code(reward: str, tools: list[str]) -> list[str]:
+    """Which of ``reward`` and ``tools`` run model-written code (those marked ``runs_model_code``)."""
+    from ..imports import import_object
+    from ..rewards.registry import get_reward
+
+    found = []
+    if getattr(get_reward(reward), "runs_model_code", False):
+        found.append(f"reward {reward}")
+    for path in tools:
+        if getattr(import_object(path, what="tool"), "runs_model_code", False):
+            found.append(f"tool {path}")
+    return found
+
+
+def check_sandbox(reward: str, tools: list[str], allow_weak: bool | None) -> str | None:
+    """Before any work: a run whose reward or tools execute model-written code refuses to start
+    (``InputError``, one line) where the sandbox cannot isolate it, unless weak is allowed
+    (``sandbox.allow_weak``, ``--allow-weak-sandbox`` or ``AGENTBOOST_SANDBOX_ALLOW_WEAK=1``); then
+    the warning to give at start and keep in the run's result. None when nothing runs code or the
+    sandbox isolates."""
+    users = runs_model_code(reward, tools)
+    if not users:
+        return None
+    import os
+
+    from ..sandbox.runner import require_isolation
+
+    warning = require_isolation(allow_weak, what=" and ".join(users))
+    if warning is not None:
+        os.environ["AGENTBOOST_SANDBOX_ALLOW_WEAK"] = "1"  # the rollout workers run the code: they inherit it
+    return warning
+
+
+def check_config_sandbox(cfg: TrainConfig) -> str | None:
+    return check_sandbox(cfg.reward.name, list(cfg.agent.tools), cfg.sandbox.allow_weak or None)
+
+
 def environment(cfg: TrainConfig) -> StrandsEnv:
     return StrandsEnv(reward=cfg.reward.name, failed_reward=cfg.reward.failed_reward,
                       conversation=cfg.env.conversation or None,

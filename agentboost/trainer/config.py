@@ -69,6 +69,13 @@ class RewardConfig:
 
 
 @dataclass
+class SandboxConfig:
+    # run model-written code (the code reward, the code tool) even where the sandbox cannot isolate
+    # it from the host (no bubblewrap or user namespaces): warned at start and in the run summary
+    allow_weak: bool = False
+
+
+@dataclass
 class EnvConfig:
     # a multi-turn conversation per episode, e.g. agentboost.environments.tau2.conversation:tau2_conversation
     # (a user simulator answers the agent); "": one prompt per episode
@@ -172,6 +179,7 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     run: RunConfig = field(default_factory=RunConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -30,7 +30,7 @@ from ..errors import InputError
 from ..rewards.groups import apply_group_policy
 from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
-from .agent_setup import agent_spec, environment
+from .agent_setup import agent_spec, check_config_sandbox, environment
 from .checkpoint import CheckpointError, load_policy_from_run
 from .config import TrainConfig
 
@@ -128,6 +128,9 @@ def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, see
     from ..sampling.policy_server import start_policy_server
     from .policy_engine import server_options
 
+    warning = check_config_sandbox(cfg)  # before the model loads
+    if warning:
+        log(f"warning: {warning}")
     model, tok, desc, tokenizer_path = load_policy_spec(spec)
     agent, env = agent_spec(cfg), environment(cfg)
     v = cfg.validation

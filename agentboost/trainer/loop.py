@@ -38,7 +38,7 @@ from ..tasks import load_tasks
 from . import batch as batching
 from . import health
 from . import loss as losses
-from .agent_setup import agent_spec, environment
+from .agent_setup import agent_spec, check_config_sandbox, environment
 from .checkpoint import CheckpointError, load_latest_intact, save_checkpoint
 from .config import TrainConfig, config_from_dict, save_config
 from .metrics import MetricsLogger
@@ -104,6 +104,9 @@ class Trainer:
                           if cfg.data.val_file else [])
         self.stream = TaskStream(self.train_tasks, cfg.data.tasks_per_step, cfg.run.seed, cfg.data.shuffle)
         self.metrics = None
+        self.sandbox_warning = check_config_sandbox(cfg)  # before the model loads: a refusal costs nothing
+        if self.sandbox_warning:
+            log(f"warning: {self.sandbox_warning}")
         self._build_policy()
         try:
             self._restore(resume)
@@ -135,6 +138,8 @@ class Trainer:
             from .prometheus import serve_run
 
             self.prometheus = serve_run(self.run_dir, cfg.run.prometheus_port)
+        if self.sandbox_warning:
+            self.metrics.log_event({"event": "warning", "step": self.step, "warning": self.sandbox_warning})
         if resume:
             self.metrics.log_event({"event": "resume", "step": self.step, "checkpoint": ckpt.name,
                                     "skipped_checkpoints": skipped})
@@ -271,6 +276,8 @@ class Trainer:
 
             draw_plots(self.run_dir)
             result = {"steps": self.step, "stopped": reason, "stop_requested": bool(self.stop_requested)}
+            if self.sandbox_warning:
+                result["warnings"] = [self.sandbox_warning]
             self.metrics.log_event({"event": "cancelled" if self.stop_requested else "completed", "step": self.step,
                                     "stopped": reason})
             atomic_write_text(self.run_dir / "result.json", json.dumps(result))  # the run ended cleanly

@@ -1,0 +1,85 @@
+"""Sandbox uids that no two runs share, on one machine, across processes.
+
+When the trainer runs as root, each sandboxed run drops to an unprivileged uid of its own, so the
+process-count limit counts exactly that run's processes and the sweep after it can only kill what
+the run started. A uid is *leased*: an exclusive ``flock`` on ``<LEASE_DIR>/<uid>``, held for the
+run and released by the kernel when the holder exits, however it exits. Two runs, in one process or
+in two, never hold the same uid at once; a uid is never derived from a PID (the scheme before this
+one gave processes whose PIDs were equal modulo 10,000 the same uids, and one run's sweep killed
+the other's program).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import random
+import signal
+import time
+
+UID_BASE = 200_000
+UID_COUNT = 1 << 16  # the range's lease files are created once each and kept: bounded
+LEASE_DIR = "/run/agentboost-sandbox/uids"
+
+
+def processes_of_uid(uid: int) -> list[int]:
+    """Live processes whose owner is ``uid`` (one ``stat`` per process)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{d}").st_uid != uid:
+                continue
+            with open(f"/proc/{d}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in ("Z", "X"):  # dead, waiting to be reaped: holds nothing
+            pids.append(int(d))
+    return pids
+
+
+def kill_uid(uid: int) -> int:
+    """SIGKILL every process of ``uid`` until none is left; how many were killed. Only ever called
+    with a uid this process holds the lease of."""
+    killed: set[int] = set()
+    for _ in range(50):  # a forking survivor may add a process between sweeps
+        pids = processes_of_uid(uid)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.005)
+    return len(killed)
+
+
+class UidLease:
+    """An unprivileged uid held by this run until ``release``."""
+
+    def __init__(self, lease_dir: str = LEASE_DIR, rng: random.Random | None = None):
+        os.makedirs(lease_dir, mode=0o700, exist_ok=True)
+        rng = rng or random.SystemRandom()
+        for _ in range(1000):
+            uid = UID_BASE + rng.randrange(UID_COUNT)
+            fd = os.open(os.path.join(lease_dir, str(uid)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self.uid, self._fd = uid, fd
+            # the lease was free, so whoever ran as this uid before has exited: anything still
+            # running as it escaped an earlier run and must not share this one's identity
+            kill_uid(uid)
+            return
+        raise OSError("no free sandbox uid: 1,000 tries found every one leased")
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
