@@ -20,6 +20,18 @@ for arg in "$@"; do
   esac
 done
 PY=${PYTHON:-python3}
+# The code sandbox builds its isolated root with bubblewrap (agentboost/sandbox/isolation.py says
+# why). Root installs it from the distribution; a user without it is told by
+# `agentboost sandbox info` what is missing, and runs of model-written code refuse to start.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null; }
+  elif [ "$(id -u)" = "0" ] && command -v dnf >/dev/null 2>&1; then
+    dnf install -y -q bubblewrap
+  else
+    echo "setup.sh: note: bubblewrap (bwrap) is not installed; the code sandbox needs it to isolate model-written code (ask an administrator: apt-get install bubblewrap)" >&2
+  fi
+fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 PIP=".venv/bin/python -m pip --disable-pip-version-check -q"
 $PIP install --upgrade pip

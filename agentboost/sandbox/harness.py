@@ -46,6 +46,7 @@ import sys
 import time
 import types
 from _json import encode_basestring_ascii as _json_string
+from _json import make_scanner as _make_scanner
 from _signal import (
     SIGKILL,  # the C module: `signal` imports enum, a noticeable share of the start
 )
@@ -101,14 +102,252 @@ def _run_test(req: dict, cfg: dict, compiled: dict, preamble: dict | None, resul
 
         os.write(result_fd, json.dumps(result, default=repr).encode())
         return 0
-    code = compiled["solution"] if kind == "stdio" else compile(
-        compiled["source"] + "\n\n" + req["code"], compiled["path"], "exec", dont_inherit=True)
     main = types.ModuleType("__main__")
     main.__file__ = compiled["path"]
     main.__builtins__ = builtins
     sys.modules["__main__"] = main
-    exec(code, main.__dict__)
+    exec(compiled["solution"], main.__dict__)
+    if kind == "script":
+        _serve(main.__dict__, req["_calls"], req["_answers"])
     return 0
+
+
+# -- script tests: the check runs in a process of its own -----------------------------------------
+#
+# A script test (HumanEval's ``check``) holds the expected values in its own code. Run in the
+# program's process, the program could read them (its caller's frame, the check's constants). So
+# the program's process (forked first, before the check reaches the harness) only defines its
+# functions and answers calls; the check runs in a second process, forked after, which calls the
+# program's top-level functions through a pipe. The harness and the check are not dumpable: a
+# process of the same uid can read neither's memory, file descriptors or environment. Values cross
+# as JSON with tags for what JSON lacks (tuple, set, frozenset, bytes, complex, dicts with any
+# keys); the check side never decodes anything but those data types.
+
+_LINE_CAP = 64 << 20  # one call or answer; a longer line ends the test as a runtime error
+
+
+def encode_value(v, depth: int = 0):
+    if depth > 200:
+        raise ValueError("the value is nested too deeply to pass between the program and its test")
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    d = depth + 1
+    if isinstance(v, list):
+        return [encode_value(x, d) for x in v]
+    if isinstance(v, tuple):
+        return {"$t": [encode_value(x, d) for x in v]}
+    if isinstance(v, dict):
+        return {"$d": [[encode_value(k, d), encode_value(x, d)] for k, x in v.items()]}
+    if isinstance(v, frozenset):
+        return {"$fs": [encode_value(x, d) for x in v]}
+    if isinstance(v, set):
+        return {"$s": [encode_value(x, d) for x in v]}
+    if isinstance(v, (bytes, bytearray)):
+        return {"$b": bytes(v).hex()}
+    if isinstance(v, complex):
+        return {"$c": [v.real, v.imag]}
+    raise TypeError(f"a {type(v).__name__} value cannot pass between the program and its test "
+                    "(only None, bool, int, float, str, bytes, complex, list, tuple, dict, set)")
+
+
+def decode_value(v):
+    if isinstance(v, list):
+        return [decode_value(x) for x in v]
+    if isinstance(v, dict):
+        if len(v) != 1:
+            raise ValueError("malformed value")
+        (tag, body), = v.items()
+        if tag == "$t":
+            return tuple(decode_value(x) for x in body)
+        if tag == "$d":
+            return {decode_value(k): decode_value(x) for k, x in body}
+        if tag == "$s":
+            return {decode_value(x) for x in body}
+        if tag == "$fs":
+            return frozenset(decode_value(x) for x in body)
+        if tag == "$b":
+            return bytes.fromhex(body)
+        if tag == "$c":
+            return complex(float(body[0]), float(body[1]))
+        raise ValueError("malformed value")
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise ValueError("malformed value")
+
+
+class _ScanContext:
+    """What the C JSON scanner reads from its context: the ``json`` package costs the harness 5 ms
+    to import (it compiles regular expressions), the scanner nothing."""
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}.__getitem__
+    memo: dict = {}
+
+
+_scan = _make_scanner(_ScanContext())
+
+
+def _loads(text: str):
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if text[end:].strip():
+        raise ValueError("not one JSON value")
+    return value
+
+
+def _dumps(v) -> str:
+    """JSON of None, bool, int, float, str, list and str-keyed dict (what ``encode_value`` makes);
+    the base types' own methods, so a subclass cannot change what is written."""
+    if v is None:
+        return "null"
+    if v is True or v is False:
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return int.__repr__(v)
+    if isinstance(v, float):
+        if v != v:
+            return "NaN"
+        if v in (float("inf"), float("-inf")):
+            return "Infinity" if v > 0 else "-Infinity"
+        return float.__repr__(v)
+    if isinstance(v, str):
+        return _json_string(v)
+    if isinstance(v, list):
+        return "[" + ",".join(_dumps(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ",".join(_json_string(k) + ":" + _dumps(x) for k, x in v.items()) + "}"
+    raise TypeError(f"cannot write a {type(v).__name__}")
+
+
+def _send_line(fd: int, obj) -> None:
+    data = (_dumps(obj) + "\n").encode()
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _read_line(fd: int, buf: list) -> str | None:
+    """The next line from ``fd`` (``buf``: bytes read past it); None at the end of the stream."""
+    data = buf[0]
+    while b"\n" not in data:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return None
+        data += chunk
+        if len(data) > _LINE_CAP:
+            raise ValueError("a message between the program and its test is too long")
+    line, buf[0] = data.split(b"\n", 1)
+    return line.decode("utf-8", "replace")
+
+
+def _serve(namespace: dict, calls_fd: int, answers_fd: int) -> None:
+    """In the program's process: announce its callables, then answer calls until the check ends."""
+    names = sorted(n for n, v in namespace.items() if callable(v) and not n.startswith("__"))
+    _send_line(answers_fd, {"names": names})
+    buf = [b""]
+    while True:
+        line = _read_line(calls_fd, buf)
+        if line is None:
+            return
+        call = _loads(line)
+        try:
+            fn = namespace[call["name"]]
+            value = fn(*decode_value(call["args"]), **decode_value(call["kwargs"]))
+            reply = {"value": encode_value(value)}
+        except SystemExit as e:
+            reply = {"error": ["SystemExit", str(e.code)]}
+        except BaseException as e:
+            reply = {"error": [type(e).__name__, str(e)[:2000]]}
+        _send_line(answers_fd, reply)
+
+
+class _Remote:
+    """A function of the program's, called from the check."""
+
+    def __init__(self, name: str, calls_fd: int, answers_fd: int, buf: list):
+        self.__name__ = self.__qualname__ = name
+        self._fds, self._buf = (calls_fd, answers_fd), buf
+
+    def __call__(self, *args, **kwargs):
+        _send_line(self._fds[0], {"name": self.__name__, "args": encode_value(list(args)),
+                                  "kwargs": encode_value(kwargs)})
+        line = _read_line(self._fds[1], self._buf)
+        if line is None:
+            raise RuntimeError(f"the program ended during the call to {self.__name__}")
+        reply = _loads(line)
+        if isinstance(reply, dict) and "value" in reply:
+            return decode_value(reply["value"])
+        kind, message = reply["error"]
+        exc = getattr(builtins, kind, None) if isinstance(kind, str) else None
+        if isinstance(exc, type) and issubclass(exc, Exception):
+            raise exc(message)  # the program's builtin exception, as the check would have seen it
+        raise RuntimeError(f"{self.__name__} raised {kind}: {message}")
+
+
+def _check(check_code: str, path: str, calls_fd: int, answers_fd: int) -> int:
+    """In the check's process: bind the program's functions, run the check; the exit code."""
+    buf = [b""]
+    line = _read_line(answers_fd, buf)
+    if line is None:
+        print("the program ended before its test could call it", file=sys.stderr)
+        return 1
+    hello = _loads(line)
+    names = hello.get("names") if isinstance(hello, dict) else None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        print("the program answered its test out of protocol", file=sys.stderr)
+        return 1
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    namespace.update({n: _Remote(n, calls_fd, answers_fd, buf) for n in names})
+    exec(compile(check_code, path, "exec", dont_inherit=True), namespace)
+    return 0
+
+
+_DUMPABLE = [True]
+
+
+def _not_dumpable() -> None:
+    """Make this process (and what it forks) unreadable to processes of its own uid."""
+    if _DUMPABLE[0] and sys.platform.startswith("linux"):
+        import ctypes
+
+        if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+        _DUMPABLE[0] = False
+
+
+def _checker_child(code: str, cfg: dict, path: str, fds: tuple, keep: tuple, workdir: str) -> None:
+    """The forked check process; never returns."""
+    status = 1
+    try:
+        os.setpgid(0, 0)
+        os.chdir(workdir)
+        out_fd, err_fd = fds
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        cpu = max(1, int(cfg["cpu_s"] + 0.999))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        try:
+            status = _check(code, path, *keep)
+        except SystemExit as e:
+            status = _exit_code(e)
+        except BaseException:
+            sys.excepthook(*sys.exc_info())
+            status = 1
+    except BaseException:
+        status = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        os._exit(status & 0xFF)
 
 
 def _child(req: dict, cfg: dict, compiled: dict, preamble: dict | None, fds: tuple, channel: tuple,
@@ -131,7 +370,7 @@ def _child(req: dict, cfg: dict, compiled: dict, preamble: dict | None, fds: tup
         if "random" in sys.modules:  # imported by the preamble: fresh randomness, as a new process has
             sys.modules["random"].seed()
         try:
-            if req["kind"] != "script" and isinstance(compiled["solution"], BaseException):
+            if isinstance(compiled["solution"], BaseException):
                 raise compiled["solution"]
             code = _run_test(req, cfg, compiled, preamble, result_fd)
         except SystemExit as e:
@@ -253,13 +492,15 @@ def _sweep_namespace() -> None:
         time.sleep(0.002)
 
 
-def _empty_dir(path: str) -> None:
+def _empty_dir(path: str, keep: tuple = ()) -> None:
     """Remove what a test left in one of the sandbox's private tmpfs directories."""
     try:
         names = os.listdir(path)
     except OSError:
         return
     for name in names:
+        if name in keep:
+            continue
         p = os.path.join(path, name)
         if os.path.isdir(p) and not os.path.islink(p):
             _remove_tree(p)
@@ -268,6 +509,30 @@ def _empty_dir(path: str) -> None:
                 os.unlink(p)
             except OSError:
                 pass
+
+
+def _remove_ipc() -> None:
+    """Remove the System V shared memory, queues and semaphores a test made: they outlive processes
+    (its IPC namespace is the sandbox's own, so only tests made them). POSIX queues cannot be made:
+    the sandbox's RLIMIT_MSGQUEUE is 0."""
+    libc = None
+    for kind, call in (("shm", "shmctl"), ("msg", "msgctl"), ("sem", "semctl")):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                ids = [int(line.split()[1]) for line in f.readlines()[1:] if line.strip()]
+        except (OSError, ValueError, IndexError):
+            continue
+        if not ids:
+            continue
+        if libc is None:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+        for ipc_id in ids:
+            if kind == "sem":
+                libc.semctl(ipc_id, 0, 0)  # IPC_RMID
+            else:
+                getattr(libc, call)(ipc_id, 0, None)
 
 
 def _remove_tree(path: str) -> None:
@@ -335,18 +600,38 @@ def _receive(stream) -> dict | None:
     return marshal.loads(body)
 
 
-def _json_object(d: dict) -> str:
-    """The reply as JSON without the json package (flat: str, int, float, bool, None values)."""
-    def value(v) -> str:
-        if v is None:
-            return "null"
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, str):
-            return _json_string(v)
-        return repr(v)
+def _restore_solution(compiled: dict) -> None:
+    """Put ``solution.py`` back as loaded, should a test have changed it (tracebacks quote it)."""
+    try:
+        with open(compiled["path"], encoding="utf-8", errors="surrogateescape") as f:
+            if f.read() == compiled["source"]:
+                return
+    except OSError:
+        pass
+    try:
+        os.unlink(compiled["path"])
+    except OSError:
+        pass
+    with open(compiled["path"], "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.write(compiled["source"])
 
-    return "{" + ", ".join(f"{_json_string(k)}: {value(v)}" for k, v in d.items()) + "}"
+
+def _load(message: dict, cfg: dict, home: str) -> dict:
+    """A problem's solution, compiled once for all its tests (written beside the harness as
+    ``solution.py``, so tracebacks quote its lines)."""
+    source, path = message["solution"], os.path.join(home, "solution.py")
+    cfg["fn_name"] = message.get("fn_name")
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.write(source)
+    try:
+        solution: object = compile(source, path, "exec", dont_inherit=True)
+    except BaseException as e:  # a SyntaxError is each test's runtime error, raised in its process
+        solution = e
+    return {"source": source, "solution": solution, "path": path}
 
 
 def main() -> None:
@@ -356,20 +641,20 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     cfg = _receive(requests)
-    with open("solution.py", encoding="utf-8", errors="surrogateescape") as f:
-        source = f.read()
+    # it serves problem after problem: no test may read its memory (the next problems' inputs,
+    # a script's check), trace it or reach its descriptors
+    _not_dumpable()
     home = os.getcwd()
-    try:
-        solution: object = compile(source, os.path.join(home, "solution.py"), "exec", dont_inherit=True)
-    except BaseException as e:  # a SyntaxError is each test's runtime error, raised in its process
-        solution = e
-    # scripts compile source + test in the test process
-    compiled = {"source": source, "solution": solution, "path": os.path.join(home, "solution.py")}
+    compiled: dict | None = None
     preamble = None
     while True:
         req = _receive(requests)
         if req is None:
             return
+        if "solution" in req:  # the next problem
+            compiled = _load(req, cfg, home)
+            _write_reply(reply_fd, {"loaded": True, "cpu_s": _own_cpu_s()})
+            continue
         if req["kind"] == "call" and preamble is None:
             preamble = preamble_names()
         fds = tuple(_scratch_fd() for _ in range(4))
@@ -381,15 +666,50 @@ def main() -> None:
         workdir = os.path.join(home, f"test-{req['i']}")  # each test starts in an empty directory of its own
         _remove_tree(workdir)
         os.mkdir(workdir, 0o700)
+        script = req["kind"] == "script"
+        channel: tuple = (requests.fileno(), reply_fd)
+        if script:
+            calls_r, calls_w = os.pipe()
+            answers_r, answers_w = os.pipe()
+            req["_calls"], req["_answers"] = calls_r, answers_w
+            channel += (calls_w, answers_r)
         t0 = time.perf_counter()
         pid = os.fork()
         if pid == 0:
-            _child(req, cfg, compiled, preamble, fds, (requests.fileno(), reply_fd), workdir)
+            _child(req, cfg, compiled, preamble, fds, channel, workdir)
         try:
             os.setpgid(pid, pid)
         except OSError:
             pass  # the child has set it, or is gone
-        status, timed_out = _wait(pid, cfg["wall_s"])
+        check_fds: tuple = ()
+        if script:
+            os.close(calls_r)
+            os.close(answers_w)
+            # the program's process exists: only now may the check's code come
+            _write_reply(reply_fd, {"i": req["i"], "ready": True})
+            message = _receive(requests)
+            if message is None:
+                return
+            check_fds = (_scratch_fd(), _scratch_fd())
+            kpid = os.fork()
+            if kpid == 0:
+                for fd in (requests.fileno(), reply_fd):
+                    os.close(fd)
+                _checker_child(message["code"], cfg, compiled["path"], check_fds, (calls_w, answers_r), workdir)
+            del message
+            try:
+                os.setpgid(kpid, kpid)
+            except OSError:
+                pass
+            os.close(calls_w)
+            os.close(answers_r)
+            status, timed_out = _wait(kpid, cfg["wall_s"])
+            _kill_group(kpid)
+            done, program_status = os.waitpid(pid, os.WNOHANG)
+            if status != 0 and done and program_status & 0x7F:
+                status = _exit_status(program_status)  # the program was killed (its CPU limit): that is why
+        else:
+            status, timed_out = _wait(pid, cfg["wall_s"])
         elapsed = time.perf_counter() - t0
         _kill_group(pid)
         if cfg.get("sweep") == "namespace":
@@ -400,17 +720,34 @@ def main() -> None:
         _remove_tree(workdir)
         for d in cfg.get("wipe") or ():
             _empty_dir(d)
+        if cfg.get("wipe"):  # the sandbox's own namespaces: the next test finds nothing of this one's
+            _empty_dir(home, keep=("main.py", "solution.py"))
+            _remove_ipc()
+            _restore_solution(compiled)
         stdout, out_over = _read_capped(fds[1], cfg["output_bytes"])
         stderr, err_over = _read_capped(fds[2], cfg["output_bytes"])
         result, res_over = _read_capped(fds[3], cfg["output_bytes"])
-        for fd in fds:
+        if check_fds:  # what the check said (its assertion) follows the program's own errors
+            check_err, check_over = _read_capped(check_fds[1], cfg["output_bytes"])
+            stderr, err_over = (stderr + "\n" + check_err if stderr else check_err), err_over or check_over
+        for fd in fds + check_fds:
             os.close(fd)
         reply = {"i": req["i"], "status": status, "timed_out": timed_out, "time_s": elapsed, "stdout": stdout,
                  "stderr": stderr, "over": out_over or err_over or res_over,
-                 "result": result if req["kind"] == "call" and result else None}
-        data = (_json_object(reply) + "\n").encode()
-        while data:
-            data = data[os.write(reply_fd, data):]
+                 "result": result if req["kind"] == "call" and result else None, "cpu_s": _own_cpu_s()}
+        _write_reply(reply_fd, reply)
+
+
+def _own_cpu_s() -> float:
+    """The harness's own CPU seconds so far: the judge retires it well before its CPU limit."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _write_reply(fd: int, reply: dict) -> None:
+    data = (_dumps(reply) + "\n").encode()
+    while data:
+        data = data[os.write(fd, data):]
 
 
 if __name__ == "__main__":

@@ -29,11 +29,15 @@ def processes_of_uid(uid: int) -> list[int]:
         if not d.isdigit():
             continue
         try:
-            if os.stat(f"/proc/{d}").st_uid != uid:
+            owner = os.stat(f"/proc/{d}").st_uid
+            if owner == 0:  # a process that made itself undumpable shows as root's: read its real uid
+                with open(f"/proc/{d}/status") as f:
+                    owner = int(next(line for line in f if line.startswith("Uid:")).split()[1])
+            if owner != uid:
                 continue
             with open(f"/proc/{d}/stat") as f:
                 state = f.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
+        except (OSError, IndexError, StopIteration, ValueError):
             continue
         if state not in ("Z", "X"):  # dead, waiting to be reaped: holds nothing
             pids.append(int(d))
@@ -54,14 +58,14 @@ def kill_uid(uid: int) -> int:
                 killed.add(pid)
             except ProcessLookupError:
                 pass
-        time.sleep(0.005)
+        time.sleep(0.001)
     return len(killed)
 
 
 class UidLease:
     """An unprivileged uid held by this run until ``release``."""
 
-    def __init__(self, lease_dir: str = LEASE_DIR, rng: random.Random | None = None):
+    def __init__(self, lease_dir: str = LEASE_DIR, rng: random.Random | None = None, sweep: bool = True):
         os.makedirs(lease_dir, mode=0o700, exist_ok=True)
         rng = rng or random.SystemRandom()
         for _ in range(1000):
@@ -74,8 +78,10 @@ class UidLease:
                 continue
             self.uid, self._fd = uid, fd
             # the lease was free, so whoever ran as this uid before has exited: anything still
-            # running as it escaped an earlier run and must not share this one's identity
-            kill_uid(uid)
+            # running as it escaped an earlier run and must not share this one's identity. (In a
+            # PID namespace of its own a run cannot name such a process: ``sweep=False``.)
+            if sweep:
+                kill_uid(uid)
             return
         raise OSError("no free sandbox uid: 1,000 tries found every one leased")
 

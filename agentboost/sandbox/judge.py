@@ -16,9 +16,12 @@ kept as the benchmark's baseline. Both grade each run with ``_grade``, so their 
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
 import re
 import subprocess
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -48,6 +51,53 @@ print("\\n{mark}" + json.dumps(_result, default=repr))
 # how long past a test's wall limit the judge waits for the harness before it counts it hung
 _HARNESS_START_S = 10.0
 _HARNESS_SLACK_S = 2.0
+_HARNESS_CPU_S = 600.0  # the harness's own CPU limit (tests have theirs); it is retired at half
+_POOL_IDLE = 4  # idle harnesses kept per set of limits
+
+
+_pool: dict[SandboxLimits, list["_Harness"]] = {}
+_pool_lock = threading.Lock()
+
+
+def _take(limits: SandboxLimits, largest_input: int) -> "_Harness":
+    """An idle harness for ``limits`` that can hold the problem's largest input, else a new one."""
+    with _pool_lock:
+        idle = _pool.get(limits, [])
+        for h in idle:
+            if h.input_capacity >= largest_input + (1 << 20):
+                idle.remove(h)
+                return h
+    return _Harness(limits, max(limits.file_bytes, largest_input + (1 << 20)))
+
+
+def _give_back(h: "_Harness") -> None:
+    if h.reusable:
+        with _pool_lock:
+            idle = _pool.setdefault(h.limits, [])
+            if len(idle) < _POOL_IDLE:
+                idle.append(h)
+                return
+    h.close()
+
+
+def close_idle_harnesses() -> None:
+    """End every idle harness of this process (at exit; bwrap also ends them with this process)."""
+    with _pool_lock:
+        cells = [h for idle in _pool.values() for h in idle]
+        _pool.clear()
+    for h in cells:
+        h.close()
+
+
+def _forget_pool() -> None:
+    # a forked child must not talk to its parent's harnesses: their channels are the parent's
+    global _pool, _pool_lock
+    _pool, _pool_lock = {}, threading.Lock()
+
+
+atexit.register(close_idle_harnesses)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 @dataclass
@@ -251,33 +301,64 @@ def run_tests_per_process(code: str, tests: list[dict[str, Any]], fn_name: str |
 
 
 class _Harness:
-    """One sandboxed harness process (``sandbox/harness.py``) running a problem's tests."""
+    """One sandboxed harness process (``sandbox/harness.py``), kept warm: it serves problem after
+    problem (``load``, then ``run`` per test), each test in a fresh process, work directory and
+    tmpfs, so a problem pays neither an interpreter start nor a sandbox set-up. The judge keeps
+    idle harnesses in a pool per set of limits (``_take`` / ``_give_back``)."""
 
-    def __init__(self, code: str, fn_name: str | None, limits: SandboxLimits, largest_input: int = 0):
+    def __init__(self, limits: SandboxLimits, input_capacity: int):
         self.limits = limits
+        self.input_capacity = input_capacity
         # the harness's own CPU and file-size limits only guard the harness (which writes each input
         # to a file); each test process lowers them to the test's
-        harness_limits = replace(limits, cpu_s=max(60.0, limits.cpu_s * 4),
-                                 file_bytes=max(limits.file_bytes, largest_input + (1 << 20)))
-        self.proc = SandboxProcess(_harness_source(), harness_limits, files={"solution.py": code})
+        harness_limits = replace(limits, cpu_s=_HARNESS_CPU_S, file_bytes=input_capacity)
+        self.proc = SandboxProcess(_harness_source(), harness_limits)
         self.fresh = True
+        self.cpu_s = 0.0
         self.config = {"cpu_s": limits.cpu_s, "wall_s": limits.wall_s, "output_bytes": limits.output_bytes,
-                       "file_bytes": limits.file_bytes, "fn_name": fn_name, "sweep": self.proc.sweep,
-                       "wipe": self.proc.wipe}
+                       "file_bytes": limits.file_bytes, "sweep": self.proc.sweep, "wipe": self.proc.wipe}
         self.max_reply = 3 * 6 * limits.output_bytes + 65536  # three capped texts, JSON-escaped
+
+    def _cpu(self, reply: dict) -> None:
+        try:
+            self.cpu_s = float(reply.get("cpu_s", self.cpu_s))
+        except (TypeError, ValueError):
+            pass
+
+    def load(self, code: str, fn_name: str | None) -> bool:
+        """Give it the next problem's solution; False when it did not take it."""
+        deadline = time.monotonic() + (_HARNESS_START_S if self.fresh else _HARNESS_SLACK_S)
+        if self.fresh:
+            self.fresh = False
+            if not self.proc.send(self.config, deadline):
+                return False
+        reply = self.proc.request({"solution": code, "fn_name": fn_name}, deadline, self.max_reply)
+        if reply is None or reply.get("loaded") is not True:
+            self.proc.bad_reply = reply is not None
+            return False
+        self._cpu(reply)
+        return True
+
+    @property
+    def reusable(self) -> bool:
+        # retired at half its CPU limit, so no test ever meets the harness's own limit
+        return not (self.proc.timed_out or self.proc.bad_reply or self.proc.proc.poll() is not None
+                    or self.cpu_s > _HARNESS_CPU_S / 2)
 
     def run(self, index: int, test: dict[str, Any]) -> tuple[SandboxResult, str | None] | None:
         """The test's run and a call's result; None when the harness did not answer (it ended or hung)."""
         request = {"i": index, "kind": test["kind"]}
-        request.update({k: test[k] for k in ("input", "args", "code") if k in test})
-        slack = _HARNESS_START_S if self.fresh else _HARNESS_SLACK_S
-        deadline = time.monotonic() + self.limits.wall_s + slack
-        if self.fresh:
-            self.fresh = False
-            if not self.proc.send(self.config, deadline):
-                return None
+        # a script's code (its assertions: the expected values) goes only after the harness has
+        # forked the program's process, to the check's process (see sandbox.harness)
+        request.update({k: test[k] for k in ("input", "args") if k in test})
+        deadline = time.monotonic() + self.limits.wall_s + _HARNESS_SLACK_S
         oom_before = self.proc.oom_kills()
         reply = self.proc.request(request, deadline, self.max_reply)
+        if reply is not None and test["kind"] == "script":
+            if reply.get("i") != index or reply.get("ready") is not True:
+                self.proc.bad_reply = True
+                return None
+            reply = self.proc.request({"code": test["code"]}, deadline, self.max_reply)
         if reply is None:
             return None
         if reply.get("i") != index:
@@ -289,6 +370,7 @@ class _Harness:
         except (KeyError, TypeError, ValueError):
             self.proc.bad_reply = True
             return None
+        self._cpu(reply)
         # the control group counts the whole run's OOM kills: this test's are the increase
         verdict = verdict_of(status, timed_out, elapsed, self.limits.wall_s, over, stderr,
                              self.proc.oom_kills() > oom_before)
@@ -322,8 +404,9 @@ def _harness_source() -> str:
 def run_tests(code: str, tests: list[dict[str, Any]], fn_name: str | None = None,
               limits: SandboxLimits = SandboxLimits(), total_time_s: float | None = None,
               float_tol: Any = None, stop_on_failure: bool = False) -> list[TestOutcome]:
-    """All tests of one problem in one sandboxed harness process, each test in a process of its own
-    under ``limits`` (see ``sandbox.harness``). ``stop_on_failure``: stop at the first failing test
+    """All tests of one problem in one sandboxed harness process (a warm one from the pool when
+    there is one), each test in a process of its own under ``limits``, in a fresh work directory
+    and tmpfs (see ``sandbox.harness``). ``stop_on_failure``: stop at the first failing test
     (pass/fail is all that is needed). Tests left when ``total_time_s`` is spent are timeouts. A test
     that ends the harness gets its verdict and the rest run in a new harness."""
     outcomes: list[TestOutcome] = []
@@ -341,7 +424,7 @@ def run_tests(code: str, tests: list[dict[str, Any]], fn_name: str | None = None
             else:
                 if h is None:
                     try:
-                        h = _Harness(code, fn_name, limits, largest_input)
+                        h = _loaded(code, fn_name, limits, largest_input)
                     except (OSError, subprocess.SubprocessError) as e:
                         o = TestOutcome(i, test["kind"], False, "sandbox_error", f"could not start the sandbox: {e}")
                         outcomes.append(o)
@@ -359,8 +442,23 @@ def run_tests(code: str, tests: list[dict[str, Any]], fn_name: str | None = None
                 break
     finally:
         if h is not None:
-            h.close()
+            _give_back(h)
     return outcomes
+
+
+def _loaded(code: str, fn_name: str | None, limits: SandboxLimits, largest_input: int) -> _Harness:
+    """A harness holding this problem's solution. An idle one that fails to take it (it ended while
+    idle) is replaced by a new one: no code of this problem has run yet, so it is not the answer's
+    fault; a new one that fails raises."""
+    for attempt in range(2):
+        h = _take(limits, largest_input)
+        was_fresh = h.fresh
+        if h.load(code, fn_name):
+            return h
+        status, stderr = h.proc.close()
+        if was_fresh:
+            raise OSError(f"the judge harness did not start (exit status {status}: {_short(stderr, 300)})")
+    raise OSError("the judge harness did not start")
 
 
 def verdict_counts(outcomes: list[TestOutcome]) -> dict[str, int]:

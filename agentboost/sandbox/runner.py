@@ -212,6 +212,7 @@ def _child_setup(limits: SandboxLimits, uid: int | None, namespaces: bool, group
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # POSIX queues would outlive a test
         if group is not None:
             group.join()
         if nproc is not None:
@@ -290,16 +291,21 @@ class _Run:
         fds: list[int] = []
         try:
             if mode in ("bwrap-root", "weak-root"):
-                run.lease = UidLease()
+                run.lease = UidLease(sweep=mode == "weak-root")
             if group:
-                # + bwrap's two processes (its parent and the namespace's reaper)
-                run.group = cgroups.RunGroup(limits.memory_mb, limits.processes + 3)
+                # + bwrap's two processes (its parent and the namespace's reaper); with a leased uid
+                # RLIMIT_NPROC already counts exactly this run's processes
+                run.group = cgroups.RunGroup(limits.memory_mb, None if run.lease else limits.processes + 3)
             contents = {"main.py": code, **(files or {})}
-            nproc = None
+            nproc = nproc_inside = None
             if run.lease is not None:
-                nproc = limits.processes
-            elif run.group is None and mode == "bwrap-user":
-                nproc = _tasks_of_uid(os.getuid()) + limits.processes  # the closest a user gets
+                nproc = limits.processes  # the leased uid's processes are this run's alone
+            elif mode == "bwrap-user":
+                if isolation.prlimit_path():
+                    nproc_inside = limits.processes + 2  # + bwrap's reaper and the program's first process
+                elif run.group is None:
+                    # no way to count only this run's: the user's processes now, and room for this run's
+                    nproc = _tasks_of_uid(os.getuid()) + 5 * limits.processes
             env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
                    "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": "0"}
             if mode.startswith("bwrap"):
@@ -309,7 +315,7 @@ class _Run:
                     fds.append(fd)
                     files_fds[name] = fd
                 cmd = isolation.command(isolation.bwrap_path() or "bwrap", python, files_fds, limits.disk_mb,
-                                        limits.network, run.uid, ["main.py"])
+                                        limits.network, run.uid, ["main.py"], nproc_inside)
                 env.update(HOME=isolation.WORKDIR, TMPDIR="/tmp")
                 run.proc = subprocess.Popen(
                     cmd, cwd="/", env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
@@ -365,8 +371,10 @@ class _Run:
             if self.group is not None:
                 self.killed += self.group.kill_all()
                 self.oom_killed = self.group.oom_kills()
-            if self.lease is not None:
-                self.killed += kill_uid(self.lease.uid)  # children that left the process group
+            if self.lease is not None and self.group is None:
+                # children that left the process group (the control group, where there is one,
+                # holds them all, even those that made themselves unreadable in /proc)
+                self.killed += kill_uid(self.lease.uid)
         finally:
             if self.group is not None:
                 self.group.remove()

@@ -148,19 +148,20 @@ def test_a_test_that_kills_the_harness_does_not_lose_the_other_verdicts():
 
 @pytest.mark.skipif(not FULL, reason="the channel is out of reach only with the sandbox's own uid (Linux, root)")
 def test_the_harness_channel_is_out_of_the_tests_reach():
-    # test 1 writes into every descriptor of the harness it can open: the judge's pipes are not among
-    # them (they belong to the judge's uid), so it only garbles its own output
+    # test 1 writes into every descriptor of the harness it can open. The harness is not dumpable:
+    # its descriptors cannot even be listed (before, with the judge's pipes out of reach, the test
+    # only garbled its own output); every test passes and the harness serves all four
     code = ("import os\nn = int(input())\nopened = []\n"
             "if n == 1:\n    d = '/proc/%d/fd' % os.getppid()\n"
-            "    for name in os.listdir(d):\n"
+            "    try:\n        names = os.listdir(d)\n    except PermissionError:\n        names = []\n"
+            "    for name in names:\n"
             "        try:\n            fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_NONBLOCK)\n"
             "        except OSError:\n            continue\n"
             "        opened.append(os.readlink(os.path.join(d, name)))\n"
             "        os.write(fd, b'garbage\\n')\n"
             "print(n * n, *[p for p in opened if 'pipe' in p])\n")
     out = run_tests(code, square_tests(4), limits=LIMITS)
-    assert [o.verdict for o in out] == ["passed", "wrong_output", "passed", "passed"], [o.detail for o in out]
-    assert "pipe" not in out[1].detail and "harness" not in out[1].detail
+    assert [o.verdict for o in out] == ["passed"] * 4, [o.detail for o in out]
 
 
 def test_expected_outputs_never_enter_the_sandbox():

@@ -8,6 +8,7 @@ import pytest
 
 from agentboost.sandbox.judge import outputs_match, values_match
 from agentboost.sandbox.identities import UID_BASE, UID_COUNT
+from agentboost.sandbox.judge import close_idle_harnesses
 from agentboost.sandbox.runner import (
     SandboxLimits,
     protections,
@@ -73,7 +74,9 @@ def test_fork_bomb_is_contained():
 
 
 def _processes_of_uid_none_left():
-    # no process of any sandbox uid survives its run
+    # no process of any sandbox uid survives its run (the judge's idle harnesses, warm for the next
+    # problem, are ended first: they are not runs)
+    close_idle_harnesses()
     for d in os.listdir("/proc"):
         try:
             if d.isdigit() and UID_BASE <= os.stat(f"/proc/{d}").st_uid < UID_BASE + UID_COUNT:
