@@ -83,7 +83,13 @@ def main() -> None:
         tmp = Path(tmp)
         job = tmp / "problems.json"
         job.write_text(json.dumps(problems(tmp / "humaneval")))
-        trees = {"before": old_tree(args.before, tmp / "old"), "after": REPO, "after, cold": REPO}
+        trees = {"after": REPO, "after, cold": REPO}
+        have = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{args.before}^{{commit}}"],
+                              capture_output=True).returncode == 0
+        if have:
+            trees = {"before": old_tree(args.before, tmp / "old"), **trees}
+        else:  # a shallow clone: no baseline to compare with, the current figures only
+            print(f"commit {args.before} is not in this clone (shallow?): measuring the working tree only")
         env = {**os.environ, "AGENTBOOST_SANDBOX_ALLOW_WEAK": "0"}
         per: dict[str, list[float]] = {name: [] for name in trees}
         names = list(trees)
@@ -95,11 +101,12 @@ def main() -> None:
                 per[name].append(statistics.median(res["times"]))
                 print(f"round {i + 1} {name:11s}: median {per[name][-1] * 1000:.1f} ms per problem, "
                       f"first problem {res['times'][0] * 1000:.1f} ms, 164/164 passed ({res['sandbox']})", flush=True)
-    before = statistics.median(per["before"])
-    print(f"\nmedian seconds per problem: before ({args.before}) {before:.4f}")
-    for name in names[1:]:
+    before = statistics.median(per["before"]) if "before" in per else None
+    print("\nmedian seconds per problem:" + (f" before ({args.before}) {before:.4f}" if before else ""))
+    for name in [n for n in names if n != "before"]:
         after = statistics.median(per[name])
-        print(f"  {name:11s} {after:.4f}  x{after / before:.2f} of before (target: at most x1.25)")
+        ratio = f"  x{after / before:.2f} of before (target: at most x1.25)" if before else ""
+        print(f"  {name:11s} {after:.4f}{ratio}")
     print("(after: harnesses stay warm between problems, as the code reward and tool use them; "
           "after, cold: a new sandbox per problem)")
 

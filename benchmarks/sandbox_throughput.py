@@ -16,8 +16,8 @@ import time
 from agentboost.sandbox.runner import (
     SandboxLimits,
     _child_setup,
-    _next_uid,
-    _scratch_base,
+    _Run,
+    describe_protections,
     protections,
     run_python,
 )
@@ -40,37 +40,46 @@ def main() -> None:
     prot = protections()
     python = str(prot["python"])
     limits = SandboxLimits()
-    scratch = tempfile.mkdtemp(dir=_scratch_base())  # outside the directories the namespaces mask
+    scratch = tempfile.mkdtemp()
     prog = os.path.join(scratch, "main.py")
     with open(prog, "w") as f:
         f.write(PROGRAM)
-    os.chmod(scratch, 0o755)
-    os.chmod(prog, 0o644)
 
     def bare():
         subprocess.run([python, "-I", prog], capture_output=True, check=True)
 
-    def with_setup(uid, namespaces):
+    def rlimits():
+        subprocess.run([python, "-I", prog], capture_output=True, check=True, start_new_session=True,
+                       env={"PATH": "/usr/bin:/bin"}, preexec_fn=_child_setup(limits, None, False, None, None))
+
+    def mode(name: str, group: bool):
         def go():
-            subprocess.run([python, "-I", prog], capture_output=True, check=True, start_new_session=True,
-                           env={"PATH": "/usr/bin:/bin"}, preexec_fn=_child_setup(limits, uid, namespaces))
+            run = _Run.start(PROGRAM, None, limits, subprocess.PIPE, mode=name, python=python, group=group)
+            try:
+                out, _ = run.proc.communicate()
+                assert out.strip() == b"4950", out
+            finally:
+                run.finish()
         return go
 
-    rows = [("bare subprocess.run", rate(bare, args.runs))]
-    rows.append(("+ rlimits, own session, minimal env", rate(with_setup(None, False), args.runs)))
-    if prot["drop_user"]:
-        uid = _next_uid()
-        rows.append(("+ own unprivileged uid", rate(with_setup(uid, False), args.runs)))
-        if prot["network_namespace"]:
-            rows.append(("+ network and mount namespaces, private /tmp", rate(with_setup(uid, True), args.runs)))
+    rows = [("bare subprocess.run", rate(bare, args.runs)),
+            ("+ rlimits, own session, minimal env", rate(rlimits, args.runs))]
+    if prot["mode"] == "bwrap-root":
+        rows.append(("+ leased uid, network namespace, masked /tmp (the sandbox before bubblewrap)",
+                     rate(mode("weak-root", False), args.runs)))
+    if str(prot["mode"]).startswith("bwrap"):
+        rows.append((f"bubblewrap instead: own root, PID/IPC/UTS/network namespaces ({prot['mode']})",
+                     rate(mode(str(prot["mode"]), False), args.runs)))
+        if prot["whole_run_limits"]:
+            rows.append(("+ control group (whole-run memory limit)", rate(mode(str(prot["mode"]), True), args.runs)))
     full = rate(lambda: run_python(PROGRAM, limits=limits), args.runs)
-    rows.append(("run_python (all active protections, scratch dir, output readers, uid sweep)", full))
+    rows.append(("run_python (all active protections, output readers)", full))
     shutil.rmtree(scratch)
     base = rows[0][1]
-    print(f"protections active: {', '.join(k for k, v in prot.items() if v is True)}")
+    print(describe_protections())
     prev = base
     for name, r in rows:
-        print(f"{name:78s} {r:7.1f} runs/s  {1000 / r:6.1f} ms/run  (+{1000 / r - 1000 / prev:5.1f} ms)")
+        print(f"{name:86s} {r:7.1f} runs/s  {1000 / r:6.1f} ms/run  (+{1000 / r - 1000 / prev:5.1f} ms)")
         prev = r
     print(f"sandbox_runs_per_s={full:.1f} bare_runs_per_s={base:.1f} ratio_sandbox_vs_bare={full / base:.2f}")
 

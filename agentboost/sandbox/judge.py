@@ -285,8 +285,9 @@ def run_test(code: str, test: dict[str, Any], index: int, fn_name: str | None, l
 def run_tests_per_process(code: str, tests: list[dict[str, Any]], fn_name: str | None = None,
                           limits: SandboxLimits = SandboxLimits(), total_time_s: float | None = None,
                           float_tol: Any = None, stop_on_failure: bool = False) -> list[TestOutcome]:
-    """Each test in its own sandbox: the judge before the harness, kept as the benchmark's baseline.
-    Call-based tests get no import preamble here."""
+    """Each test in its own sandbox: the judge before the harness, kept as the benchmark's baseline
+    only, never to grade: a script test's check runs here in the program's own process, where the
+    program could read its expected values. Call-based tests get no import preamble here."""
     outcomes: list[TestOutcome] = []
     t0 = time.perf_counter()
     for i, test in enumerate(tests):

@@ -197,8 +197,8 @@ def require_isolation(allow_weak: bool | None = None, what: str = "this run") ->
     allow_weak = _weak_allowed() if allow_weak is None else allow_weak or _weak_allowed()
     reason = "; ".join(str(m) for m in p["missing"][:1]) or "no filesystem view"
     if not allow_weak:
-        raise InputError(f"{what} runs model-written code, but the sandbox cannot isolate it here ({reason}): "
-                         f"{WEAK_HINT}")
+        raise InputError(f"{what} executes model-written code, but the sandbox cannot isolate it here "
+                         f"({reason}): {WEAK_HINT}")
     return f"weak sandbox: model-written code is not isolated from the host ({reason})"
 
 
@@ -419,6 +419,25 @@ def verdict_of(status: int | None, timed_out: bool, elapsed: float, wall_s: floa
     return "ok"
 
 
+def _wait(proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait up to ``timeout`` for ``proc`` to end; whether it did. A pidfd wakes us the moment it
+    ends (``Popen.wait`` with a timeout polls, with sleeps of up to 50 ms)."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    if pidfd is not None:
+        try:
+            select.select([pidfd], [], [], timeout)
+        finally:
+            os.close(pidfd)
+    try:
+        proc.wait(timeout=0 if pidfd is not None else timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
 def _launch(code: str, files: dict[str, str] | None, limits: SandboxLimits, stderr=subprocess.PIPE) -> _Run:
     """Start ``code`` as ``main.py`` in a fresh work directory under ``limits``, with every
     protection this machine has. The caller owns the result and must ``finish`` it."""
@@ -454,11 +473,7 @@ def run_python(code: str, stdin: str = "", limits: SandboxLimits = SandboxLimits
             proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass  # the program did not read its input
-        timed_out = False
-        try:
-            proc.wait(timeout=limits.wall_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        timed_out = not _wait(proc, limits.wall_s)
     finally:
         ended = run.finish()
     elapsed = ended - t0

@@ -17,13 +17,14 @@ def agent_spec(cfg: TrainConfig) -> StrandsAgentSpec:
                             tool_parser=a.tool_parser)
 
 
-def runs_model_code(reward: str, tools: list[str]) -> list[str]:
-    """Which of ``reward`` and ``tools`` run model-written code (those marked ``runs_model_code``)."""
+def runs_model_code(reward: str | None, tools: list[str]) -> list[str]:
+    """Which of ``reward`` (None: the agent type's default, decided later) and ``tools`` run
+    model-written code (those marked ``runs_model_code``)."""
     from ..imports import import_object
     from ..rewards.registry import get_reward
 
     found = []
-    if getattr(get_reward(reward), "runs_model_code", False):
+    if reward and getattr(get_reward(reward), "runs_model_code", False):
         found.append(f"reward {reward}")
     for path in tools:
         if getattr(import_object(path, what="tool"), "runs_model_code", False):
@@ -31,7 +32,7 @@ def runs_model_code(reward: str, tools: list[str]) -> list[str]:
     return found
 
 
-def check_sandbox(reward: str, tools: list[str], allow_weak: bool | None) -> str | None:
+def check_sandbox(reward: str | None, tools: list[str], allow_weak: bool | None) -> str | None:
     """Before any work: a run whose reward or tools execute model-written code refuses to start
     (``InputError``, one line) where the sandbox cannot isolate it, unless weak is allowed
     (``sandbox.allow_weak``, ``--allow-weak-sandbox`` or ``AGENTBOOST_SANDBOX_ALLOW_WEAK=1``); then
@@ -44,7 +45,7 @@ def check_sandbox(reward: str, tools: list[str], allow_weak: bool | None) -> str
 
     from ..sandbox.runner import require_isolation
 
-    warning = require_isolation(allow_weak, what=" and ".join(users))
+    warning = require_isolation(allow_weak, what=f"this run ({' and '.join(users)})")
     if warning is not None:
         os.environ["AGENTBOOST_SANDBOX_ALLOW_WEAK"] = "1"  # the rollout workers run the code: they inherit it
     return warning

@@ -92,6 +92,11 @@ def _configured(agent_json: str, env_json: str) -> tuple[StrandsAgentSpec, Stran
     if environment.reward is None:
         raise AgentLoopConfigError(f"agent loop YAML: env.reward is not set and agent type {spec.agent_type!r} "
                                    "has no default reward")
+    from ...trainer.agent_setup import check_sandbox
+
+    # a code reward or tool refuses to run unisolated here too (AGENTBOOST_SANDBOX_ALLOW_WEAK=1 in
+    # the workers' environment accepts it)
+    check_sandbox(environment.reward, list(spec.tools), None)
     return spec, environment.validate()
 
 
