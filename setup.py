@@ -35,6 +35,6 @@ setup(
         "tensorboard",
         "prometheus-client>=0.17",  # training metrics for Prometheus (job service, run.prometheus_port)
     ],
-    extras_require={"test": ["pytest>=8"]},
+    extras_require={"test": ["pytest>=8", "hypothesis>=6.100"]},
     entry_points={"console_scripts": ["agentboost=agentboost.cli:main"]},
 )

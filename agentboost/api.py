@@ -60,12 +60,17 @@ class GRPOConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "GRPOConfig":
         """From the guide's JSON shape; an unknown name is an error naming the closest valid one."""
+        if not isinstance(d, dict):
+            raise APIError(f"config must be an object of GRPOConfig fields, got {type(d).__name__}")
         names = [f.name for f in dataclasses.fields(cls)]
         for key in d:
             if key not in names:
                 close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
                 raise APIError(f"unknown GRPOConfig field {key!r}" + (f"; did you mean {close[0]!r}?" if close else "")
                                + f" (fields: {', '.join(names)})")
+        overrides = d.get("overrides", {})
+        if not isinstance(overrides, dict) or not all(isinstance(k, str) for k in overrides):
+            raise APIError("config.overrides must be an object of dotted keys, e.g. {\"optim.lr\": 1e-5}")
         return cls(**d)
 
     def training_overrides(self) -> list[str]:

@@ -53,6 +53,18 @@ def iter_jsonl(path: str | os.PathLike[str], error: type[Exception] = ValueError
         raise error(f"{p}: not a readable gzip file ({e})") from None
 
 
+def read_parquet_rows(path: str | os.PathLike[str], error: type[Exception] = ValueError) -> list[dict[str, Any]]:
+    """The rows of a parquet file; a corrupt, truncated or non-parquet file is ``error`` naming the
+    file and what is wrong (pyarrow's own exceptions are not the user's to read)."""
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path).to_pylist()
+    except (pyarrow.ArrowException, OSError) as e:
+        raise error(f"{path}: not a readable parquet file ({str(e).splitlines()[0][:300]})") from None
+
+
 def _has_lone_surrogate(value: Any) -> bool:
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")

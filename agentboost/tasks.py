@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
-from .files import iter_jsonl
+from .files import iter_jsonl, read_parquet_rows
 
 
 class TaskFileError(InputError):
@@ -20,9 +20,7 @@ def load_tasks(path: str | Path, question_field: str = "question", id_field: str
     if not p.is_file():
         raise TaskFileError(f"task file {p} does not exist")
     if p.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        rows = pq.read_table(p).to_pylist()
+        rows = read_parquet_rows(p, TaskFileError)
     elif p.suffix in (".jsonl", ".json"):
         rows = [row for _, row in iter_jsonl(p, TaskFileError)]
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -16,6 +17,9 @@ def add_train(sub) -> None:
     p.add_argument("overrides", nargs="*", help="dotted overrides, key.sub=value")
     p.add_argument("--run-dir", help="output directory (default: runs/<config name>-<time>)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
+    p.add_argument("--check", action="store_true",
+                   help="check the configuration and everything it names (files, model, rewards, tools, ports, "
+                        "sandbox), then stop: no model loads, nothing is written")
 
 
 def add_plot(sub) -> None:
@@ -82,16 +86,26 @@ def cmd_train(args) -> int:
         if not args.config:
             raise UsageError("a CONFIG file is required (or --resume RUN_DIR)")
         cfg = load_config(args.config, args.overrides)
+        if args.check:
+            from ..trainer.preflight import preflight
+
+            for warning in preflight(cfg, args.config):
+                print(f"warning: {warning}")
+            print(f"{args.config}: configuration OK")
+            return 0
         run_dir = args.run_dir or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
         if Path(run_dir, "checkpoints", "latest").exists():
             raise UsageError(f"{run_dir} already holds a run; use --resume {run_dir} or another --run-dir")
         trainer = Trainer(cfg, run_dir)
     print(f"run directory: {trainer.run_dir}", flush=True)
-    import signal
+    from ..trainer.loop import StepAbandoned
 
-    # SIGTERM (a cancelled job, a scheduler's stop): finish the step, checkpoint, exit cleanly
-    signal.signal(signal.SIGTERM, lambda *_: trainer.request_stop("stopped by SIGTERM"))
-    result = trainer.run()
+    trainer.stop_on_signals()  # SIGTERM: finish the step and checkpoint, within run.stop_grace_s
+    try:
+        result = trainer.run()
+    except StepAbandoned as e:
+        print(f"agentboost train: stopped: {e}", file=sys.stderr)
+        return 143
     print(f"done: {result['steps']} steps ({result['stopped']}); metrics in {trainer.run_dir / 'metrics.jsonl'}, "
           f"plots in {trainer.run_dir / 'plots'}")
     return 0

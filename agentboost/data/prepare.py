@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable
 
 from ..environments.tau2.tasks import prepare_tau2
 from ..errors import InputError
-from ..files import atomic_file, iter_jsonl
+from ..files import atomic_file, iter_jsonl, read_parquet_rows
 
 COLUMNS = ("task_id", "question", "tests", "answer", "starter_code", "fn_name", "data_source", "metadata",
            "shown_public_example", "float_tol", "has_image")
@@ -98,13 +98,18 @@ def read_rows(source: str, config: str | None = None, split: str = "train") -> I
     if p.is_file():
         name = p.name
         if name.endswith(".parquet"):
-            import pyarrow.parquet as pq
-
-            yield from pq.read_table(p).to_pylist()
+            yield from read_parquet_rows(p, DataSourceError)
             return
         if name.endswith(".json"):
-            with open(p, encoding="utf-8") as f:
-                data = json.load(f)
+            try:
+                with open(p, encoding="utf-8") as f:
+                    data = json.load(f)
+            except UnicodeDecodeError as e:
+                raise DataSourceError(f"{p}: not UTF-8 text (byte {e.start})") from None
+            except json.JSONDecodeError as e:
+                raise DataSourceError(f"{p}: not JSON ({e.msg}, line {e.lineno})") from None
+            except RecursionError:
+                raise DataSourceError(f"{p}: nested too deeply") from None
             yield from (data if isinstance(data, list) else [data])
             return
         yield from (row for _, row in iter_jsonl(p, DataSourceError))  # .jsonl, .jsonl.gz

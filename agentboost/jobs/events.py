@@ -49,9 +49,40 @@ def signature(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
+class UnknownSubscription(JobError):
+    pass
+
+
+def _refused_address(url: str) -> str | None:
+    """Why ``url`` may not receive deliveries (its host is, or resolves to, a loopback, private,
+    link-local, multicast or reserved address), or None."""
+    import ipaddress
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError as e:
+        return f"not a valid URL ({e})"
+    if not host:
+        return "the URL names no host"
+    try:
+        infos = socket.getaddrinfo(host, port or 80, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError) as e:
+        return f"its host {host!r} does not resolve ({e})"
+    for info in infos:
+        addr = ipaddress.ip_address(info[4][0].split("%")[0])
+        if (addr.is_loopback or addr.is_private or addr.is_link_local or addr.is_multicast or addr.is_reserved
+                or addr.is_unspecified):
+            return f"its host {host!r} is the non-public address {addr}"
+    return None
+
+
 class Webhooks:
-    def __init__(self, store: JobStore):
+    def __init__(self, store: JobStore, allow_private: bool = False):
         self.store = store
+        self.allow_private = allow_private
         self.path = store.root / "webhooks.json"
         self.state = json.loads(self.path.read_text()) if self.path.is_file() else {"subscriptions": {}}
         self.delivered = 0
@@ -64,12 +95,19 @@ class Webhooks:
     def subscribe(self, url: Any, events: Any, secret: Any = None) -> dict[str, Any]:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise JobError(f"url must be an http(s) URL, got {url!r}")
+        if events is not None and (not isinstance(events, list) or not all(isinstance(e, str) for e in events)):
+            raise JobError(f"events must be a list of event names, got {events!r}")
         events = list(events or EVENTS)
         unknown = [e for e in events if e not in EVENTS]
         if unknown:
             raise JobError(f"unknown events {unknown}; known: {', '.join(EVENTS)}")
         if secret is not None and (not isinstance(secret, str) or len(secret) < 16):
             raise JobError("secret must be text of at least 16 characters")
+        if not self.allow_private:
+            why = _refused_address(url)
+            if why:
+                raise JobError(f"webhook url {url!r} refused: {why} (start the service with "
+                               "--allow-private-webhooks to deliver there)")
         sub_id = uuid.uuid4().hex[:12]
         secret = secret or secrets.token_urlsafe(24)
         # existing events are not replayed to a new subscriber: it starts at each job's current end
@@ -80,13 +118,18 @@ class Webhooks:
 
     def unsubscribe(self, sub_id: str) -> None:
         if self.state["subscriptions"].pop(sub_id, None) is None:
-            raise JobError(f"no webhook subscription {sub_id!r}")
+            raise UnknownSubscription(f"no webhook subscription {sub_id!r}")
         self._save()
 
     def list(self) -> list[dict[str, Any]]:
         return [{"id": k, "url": v["url"], "events": v["events"]} for k, v in self.state["subscriptions"].items()]
 
     async def _post(self, session: aiohttp.ClientSession, sub: dict[str, Any], event: dict[str, Any]) -> bool:
+        if not self.allow_private:  # checked again at delivery: a name may resolve elsewhere by now
+            why = await asyncio.get_running_loop().run_in_executor(None, _refused_address, sub["url"])
+            if why:
+                self.failed_attempts += 1
+                return False
         body = json.dumps(event).encode()
         headers = {"Content-Type": "application/json", "X-Agentboost-Event": event["event"],
                    "X-Agentboost-Delivery": f"{event['job_id']}:{event['seq']}",

@@ -4,6 +4,16 @@ status requests, with request-size limits built in.
 
 Every endpoint needs ``Authorization: Bearer <token>`` (the token file in the jobs root, owner-only).
 
+What the token grants: starting, cancelling, evaluating and exporting jobs, and reading every job's
+status, events and metrics. A job runs as the service's user and imports what its configuration
+names (rewards, tools, agent factories, conversations: any module installed for the service's
+Python, with that user's rights), so give the token only to whom you would let run code as that
+user. It does not let a caller read files of its choosing: task data comes in the request (the
+data file keys cannot be overridden), names are checked to be plain file names, and webhooks do
+not reach loopback or private addresses unless the service is started with
+``--allow-private-webhooks``. At most ``--max-running`` jobs (default 2) run at once; the rest wait
+in state ``queued``, oldest first. Every input error is a 4xx with a one-line reason.
+
     POST /jobs                    {"name", "config": GRPOConfig fields, "training_data", "evaluation_data"?, "reward"?}
     GET  /jobs                    all jobs' status
     GET  /jobs/{id}               one job's status (state, step, loss, validation accuracy, budget used)
@@ -27,33 +37,43 @@ from aiohttp import web
 
 from ..errors import InputError
 from ..trainer.prometheus import RunRef, registry_for
-from .events import TERMINAL, Webhooks, job_events
+from .events import TERMINAL, UnknownSubscription, Webhooks, job_events
 from .store import JobStore, UnknownJob
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 DELIVERIES = web.AppKey("deliveries", asyncio.Task)
+QUEUE = web.AppKey("queue", asyncio.Task)
 
 
-def make_app(store: JobStore) -> web.Application:
+def make_app(store: JobStore, allow_private_webhooks: bool = False) -> web.Application:
+    """The service over ``store``. ``allow_private_webhooks``: deliver to loopback, private and
+    link-local addresses too (refused by default: a token holder could otherwise make the service
+    post to what only this machine can reach)."""
     token = store.token()
 
     @web.middleware
     async def auth(request: web.Request, handler):
-        given = request.headers.get("Authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        # compared as bytes: a header of any characters is just a wrong token, never an error
+        given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
+        if not hmac.compare_digest(given, f"Bearer {token}".encode()):
             return web.json_response({"error": "missing or wrong bearer token"}, status=401)
         try:
             return await handler(request)
-        except UnknownJob as e:
+        except (UnknownJob, UnknownSubscription) as e:
             return web.json_response({"error": str(e)}, status=404)
         except InputError as e:
             return web.json_response({"error": str(e)}, status=400)
 
     async def body(request: web.Request) -> dict[str, Any]:
+        raw = await request.read()
         try:
-            data = await request.json()
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise InputError("the request body is not UTF-8 text") from None
         except json.JSONDecodeError as e:
-            raise InputError(f"the request body is not JSON: {e.msg}") from None
+            raise InputError(f"the request body is not JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+        except RecursionError:
+            raise InputError("the request body nests too deeply") from None
         if not isinstance(data, dict):
             raise InputError("the request body must be a JSON object")
         return data
@@ -63,7 +83,13 @@ def make_app(store: JobStore) -> web.Application:
 
     async def start(request: web.Request) -> web.Response:
         b = await body(request)
-        job_id = await blocking(store.start, b.get("name"), b.get("config") or {}, b.get("training_data") or [],
+        config = b.get("config") or {}
+        if not isinstance(config, dict):
+            raise InputError(f"config must be an object of GRPOConfig fields, got {type(config).__name__}")
+        for key in ("training_data", "evaluation_data"):  # rows in the request, never a path on this machine
+            if b.get(key) is not None and not isinstance(b[key], list):
+                raise InputError(f"{key} must be a list of task rows, got {type(b[key]).__name__}")
+        job_id = await blocking(store.start, b.get("name"), config, b.get("training_data") or [],
                                 b.get("evaluation_data"), b.get("reward", "exact_answer"))
         return web.json_response({"job_id": job_id}, status=201)
 
@@ -86,7 +112,7 @@ def make_app(store: JobStore) -> web.Application:
         return web.json_response(await blocking(store.export, request.match_info["job_id"], b.get("name"),
                                                 b.get("success_only", False), b.get("min_reward"), b.get("limit")))
 
-    hooks = Webhooks(store)
+    hooks = Webhooks(store, allow_private=allow_private_webhooks)
 
     async def subscribe(request: web.Request) -> web.Response:
         b = await body(request)
@@ -127,11 +153,21 @@ def make_app(store: JobStore) -> web.Application:
         data = await blocking(generate_latest, registry)
         return web.Response(body=data, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
+    async def start_queued() -> None:
+        while True:  # queued jobs start as running ones end
+            try:
+                await blocking(store.start_queued)
+            except Exception as e:  # said, retried: the service keeps serving
+                print(f"agentboost jobs: starting queued jobs failed: {type(e).__name__}: {e}", flush=True)
+            await asyncio.sleep(1.0)
+
     async def start_deliveries(app: web.Application) -> None:
         app[DELIVERIES] = asyncio.get_running_loop().create_task(hooks.run())
+        app[QUEUE] = asyncio.get_running_loop().create_task(start_queued())
 
     async def stop_deliveries(app: web.Application) -> None:
         app[DELIVERIES].cancel()
+        app[QUEUE].cancel()
 
     app = web.Application(middlewares=[auth], client_max_size=MAX_REQUEST_BYTES)
     app.on_startup.append(start_deliveries)
@@ -150,8 +186,10 @@ def make_app(store: JobStore) -> web.Application:
     return app
 
 
-def serve(root: str, host: str = "127.0.0.1", port: int = 8765) -> None:
-    store = JobStore(root)
+def serve(root: str, host: str = "127.0.0.1", port: int = 8765, max_running: int = 2,
+          allow_private_webhooks: bool = False) -> None:
+    store = JobStore(root, max_running=max_running)
     store.token()
-    print(f"agentboost jobs: serving {root} at http://{host}:{port} (token in {store.root / 'token'})", flush=True)
-    web.run_app(make_app(store), host=host, port=port, print=None)
+    print(f"agentboost jobs: serving {root} at http://{host}:{port} (token in {store.root / 'token'}; "
+          f"at most {max_running} jobs run at once, the rest queue)", flush=True)
+    web.run_app(make_app(store, allow_private_webhooks), host=host, port=port, print=None)

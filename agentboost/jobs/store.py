@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -63,10 +64,12 @@ def _proc_start(pid: int) -> str | None:
 
 
 class JobStore:
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path, max_running: int = 2):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self.max_running = max_running
         self._children: list[subprocess.Popen] = []  # jobs this store started, reaped when polled
+        self._lock = threading.Lock()  # submissions and the queue's starter, from the service's threads
 
     def token(self) -> str:
         """The bearer token, made at first use and readable by its owner only."""
@@ -98,6 +101,10 @@ class JobStore:
         grpo = GRPOConfig.from_dict(config or {})
         if not isinstance(reward, str) or not reward:
             raise JobError("reward must be a registered reward name or module:function")
+        owned = [k for k in grpo.overrides if k in ("data.train_file", "data.val_file", "run.run_dir")]
+        if owned:
+            raise JobError(f"config.overrides may not set {', '.join(owned)}: the service writes the job's "
+                           "task files from training_data and evaluation_data")
         train_rows = task_rows(training_data, "training_data")  # all input checked before anything is made
         val_rows = task_rows(evaluation_data, "evaluation_data") if evaluation_data else None
         job_id = f"{name}-{uuid.uuid4().hex[:8]}"
@@ -115,18 +122,42 @@ class JobStore:
             from ..trainer.config import load_config, save_config
 
             cfg = load_config(None, overrides + grpo.training_overrides())  # validated before anything starts
+            from ..trainer.preflight import preflight
+
+            preflight(cfg, "job")  # rewards, tools, model, ports, sandbox: the same check as `train`
             save_config(cfg, d / "config.yaml")
         except BaseException:
             shutil.rmtree(d, ignore_errors=True)  # a refused job leaves nothing behind
             raise
+        meta = {"job_id": job_id, "name": name, "created_at": time.time(), "pid": None, "proc_start": None,
+                "cancel_requested": False, "reward": reward}
+        self._save(d, meta)
+        self.start_queued()
+        return job_id
+
+    def _launch(self, d: Path, meta: dict[str, Any]) -> None:
         with open(d / "log.txt", "ab") as log:
             proc = subprocess.Popen([sys.executable, "-m", "agentboost.cli", "train", str(d / "config.yaml"),
                                      "--run-dir", str(d / "run")], stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(d))
-        self._save(d, {"job_id": job_id, "name": name, "created_at": time.time(), "pid": proc.pid,
-                       "proc_start": _proc_start(proc.pid), "cancel_requested": False, "reward": reward})
+        meta.update(pid=proc.pid, proc_start=_proc_start(proc.pid), started_at=time.time())
+        self._save(d, meta)
         self._children.append(proc)
-        return job_id
+
+    def start_queued(self) -> list[str]:
+        """Start queued jobs, oldest first, while fewer than ``max_running`` run; the ones started."""
+        with self._lock:
+            metas = [(d, self._meta(d)) for d in sorted(self.root.iterdir()) if (d / "job.json").is_file()]
+            running = sum(1 for _, m in metas if m.get("pid") and self._alive(m))
+            started = []
+            for d, meta in sorted(((d, m) for d, m in metas if not m.get("pid") and not m["cancel_requested"]),
+                                  key=lambda dm: dm[1]["created_at"]):
+                if running >= self.max_running:
+                    break
+                self._launch(d, meta)
+                running += 1
+                started.append(meta["job_id"])
+            return started
 
     def _alive(self, meta: dict[str, Any]) -> bool:
         """The job's process runs (the same process: its start time matches, so a reused pid is not
@@ -144,6 +175,8 @@ class JobStore:
         if result_file.is_file():
             result = json.loads(result_file.read_text())
             state = "cancelled" if meta["cancel_requested"] and result.get("stop_requested") else "completed"
+        elif not meta.get("pid"):
+            state = "cancelled" if meta["cancel_requested"] else "queued"
         elif self._alive(meta):
             state = "cancelling" if meta["cancel_requested"] else ("running" if run.get("step") else "starting")
         else:
@@ -162,11 +195,19 @@ class JobStore:
     def cancel(self, job_id: str) -> dict[str, Any]:
         """A clean stop: the trainer finishes its step, checkpoints and exits (SIGTERM)."""
         d = self._dir(job_id)
-        meta = self._meta(d)
-        if self._alive(meta):
-            meta["cancel_requested"] = True
-            self._save(d, meta)
-            os.kill(meta["pid"], signal.SIGTERM)
+        with self._lock:  # two cancels at once, or a cancel while the queue starts this job
+            meta = self._meta(d)
+            if not meta.get("pid"):  # queued: it never starts
+                meta["cancel_requested"] = True
+                self._save(d, meta)
+            elif self._alive(meta):
+                if not meta["cancel_requested"]:
+                    meta["cancel_requested"] = True
+                    self._save(d, meta)
+                try:
+                    os.kill(meta["pid"], signal.SIGTERM)
+                except ProcessLookupError:
+                    pass  # it ended meanwhile
         return self.status(job_id)
 
     def export(self, job_id: str, name: str, success_only: bool = False, min_reward: float | None = None,

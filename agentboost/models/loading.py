@@ -13,6 +13,14 @@ def resolve_model_path(name_or_path: str, cache_dir: str | os.PathLike[str] | No
     """An embedded model name (prepared on first use) or a Hugging Face model directory."""
     if name_or_path in EMBEDDED_MODELS:
         return prepare_embedded(name_or_path, cache_dir)
+    return check_model_path(name_or_path)
+
+
+def check_model_path(name_or_path: str) -> Path | None:
+    """Whether a model can be found, without preparing or loading it: None for an embedded name,
+    else the directory (``ModelNotFoundError`` naming what is wrong)."""
+    if name_or_path in EMBEDDED_MODELS:
+        return None
     path = Path(name_or_path).expanduser()
     if not path.exists():
         raise ModelNotFoundError(

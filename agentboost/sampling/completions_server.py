@@ -21,6 +21,9 @@ from .local_engine import LocalEngine
 from .protocol import SamplerError, SamplingParams
 
 
+MAX_REQUEST_BYTES = 64 * 1024 * 1024
+
+
 class BadRequest(ValueError):
     pass
 
@@ -52,7 +55,9 @@ class CompletionsServer:
     def __init__(self, engine: LocalEngine, model_name: str = "agentboost-policy"):
         self.engine = engine
         self.model_name = model_name
-        self.app = web.Application()
+        # the prompt comes as token ids, ~7 bytes each in JSON: aiohttp's default 1 MiB would refuse
+        # a 150k-token agent context; the model's own context limit is what bounds a prompt
+        self.app = web.Application(client_max_size=MAX_REQUEST_BYTES)
         self.app.router.add_post("/v1/completions", self._completions)
         self.app.router.add_get("/v1/models", self._models)
         self.app.router.add_get("/health", self._health)

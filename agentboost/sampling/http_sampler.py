@@ -82,13 +82,18 @@ class HttpSampler:
                 else:
                     body["model"] = await self._model_name()
                 async with self._session().post(f"{self.base_url}/v1/completions", json=body) as r:
-                    data = await r.json(content_type=None)
+                    data = _parsed(await r.text(errors="replace"))
+                    if r.status == 413:  # the request, not the model, is too large: the prompt is
+                        raise PromptTooLongError(f"prompt of {len(prompt_ids)} tokens rejected: the request is "
+                                                 f"over the server's size limit ({_message(data)})")
                     if r.status >= 500:
                         raise SamplerError(f"sampler server error {r.status}: {_message(data)}")
                     if r.status != 200:  # a client error will not go away by retrying
                         if _prompt_too_long(data):
                             raise PromptTooLongError(f"prompt of {len(prompt_ids)} tokens rejected: {_message(data)}")
                         raise _Fatal(f"sampler rejected the request ({r.status}): {_message(data)}")
+                if not isinstance(data, dict):
+                    raise SamplerError(f"sampler replied with something other than a JSON object: {_message(data)}")
                 result = parse_completion(data)
                 result.weight_version = version
                 return result
@@ -108,10 +113,20 @@ class _Fatal(Exception):
     pass
 
 
+def _parsed(text: str) -> Any:
+    """A reply's JSON, or its text when it is not JSON (a proxy's or a server's plain error page)."""
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def _message(data: Any) -> str:
     if isinstance(data, dict):
-        return str(data.get("message") or data.get("error") or data)
-    return str(data)
+        return str(data.get("message") or data.get("error") or data)[:300]
+    return str(data).strip()[:300]
 
 
 def _prompt_too_long(data: Any) -> bool:

@@ -291,8 +291,12 @@ class LocalEngine:
             attention[i, width - n:] = 1
         row_limits = torch.tensor(limits)
 
+        engine = self
+
         class _RowLimit(StoppingCriteria):
             def __call__(self, ids, scores, **kw):
+                if engine._closed:  # closing (a stopped run): end the batch at this token, not at its limit
+                    return torch.ones(ids.shape[0], dtype=torch.bool, device=ids.device)
                 return (ids.shape[1] - width) >= row_limits.to(ids.device)
 
         greedy = params.temperature == 0

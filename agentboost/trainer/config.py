@@ -147,6 +147,9 @@ class RunConfig:
     # a step in which this share of episodes failed (timeout, crash, error) stops the run with the
     # commonest errors (trainer/health.py); 1.0: only a step in which every episode failed
     max_failed_share: float = 1.0
+    # after SIGTERM the step in progress may finish (then a checkpoint) for this long; past it (or
+    # at a second SIGTERM) the step is abandoned and the run stops at its last checkpoint
+    stop_grace_s: float = 120.0
 
 
 @dataclass
@@ -391,6 +394,7 @@ BOUNDS: dict[str, tuple[float | None, float | None, bool, bool]] = {
     "run.max_cost": (0, None, True, False),
     "run.cost_per_hour": (0, None, True, False),
     "run.prometheus_port": (0, 65535, True, True),
+    "run.stop_grace_s": (0, None, True, False),
     "run.max_failed_share": (0, 1, False, True),
     "rollout.vllm_kv_cache_gib": (0, None, False, False),
     "rollout.vllm_max_model_len": (0, None, True, False),

@@ -13,8 +13,10 @@ little. A run never ends "completed" on broken weights or on episodes that all f
 
 from __future__ import annotations
 
+import errno
 import math
 from collections import Counter
+from pathlib import Path
 from typing import Iterable
 
 import torch
@@ -27,6 +29,26 @@ TRUNCATION_WARNING_SHARE = 0.5
 
 class NonFiniteUpdate(RunFailed):
     """The loss, the gradients or the updated weights are not finite."""
+
+
+class RunWriteFailed(RunFailed):
+    """A run file could not be written (a full disk, a quota, a read-only file system): the run
+    stops, the last intact checkpoint stays ``latest``, no half-written file is left."""
+
+
+WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG}
+
+
+def write_failure(e: BaseException, run_dir) -> RunWriteFailed | None:
+    """The named error for an ``OSError`` of writing the run's files, else None."""
+    if not isinstance(e, OSError) or e.errno not in WRITE_ERRNOS:
+        return None
+    where = e.filename or run_dir
+    latest = Path(run_dir) / "checkpoints" / "latest"
+    kept = latest.read_text().strip() if latest.is_file() else None
+    return RunWriteFailed(f"cannot write {where}: {e.strerror}; "
+                          + (f"the last intact checkpoint {kept} is kept (--resume continues from it)" if kept
+                             else "no checkpoint was written yet"))
 
 
 class EpisodesFailed(RunFailed):

@@ -30,6 +30,7 @@ from ..episodes.summary import (
     success_ci95,
     tool_use_metrics,
 )
+from ..errors import InputError
 from ..files import atomic_write_text, clean_temporaries
 from ..rewards.groups import apply_group_policy
 from ..sampling.protocol import SamplingParams
@@ -38,10 +39,16 @@ from ..tasks import load_tasks
 from . import batch as batching
 from . import health
 from . import loss as losses
-from .agent_setup import agent_spec, check_config_sandbox, environment
+from .agent_setup import agent_spec, environment
 from .checkpoint import CheckpointError, load_latest_intact, save_checkpoint
 from .config import TrainConfig, config_from_dict, save_config
 from .metrics import MetricsLogger
+from .preflight import preflight
+
+
+class StepAbandoned(Exception):
+    """A stop request whose step did not finish within ``run.stop_grace_s``: the run stopped at its
+    last checkpoint (the command line says so in one line, exit status 143)."""
 
 
 class TaskStream:
@@ -80,6 +87,8 @@ class Trainer:
         ensure_not_spawning("Trainer")
         self.cfg, self.run_dir, self.log = cfg, Path(run_dir), log
         self.stop_requested: str | None = None
+        self.abandoned = False  # a stop past its grace: the step in progress was abandoned
+        self._stopped = False  # run() has ended: a late signal changes nothing
         self._warned: set[float] = set()  # budget warning levels already given
         if resume:
             saved = self.run_dir / "config.yaml"
@@ -89,24 +98,30 @@ class Trainer:
             import yaml
 
             self.cfg = cfg = config_from_dict(yaml.safe_load(saved.read_text()))
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "episodes").mkdir(exist_ok=True)
-        for d in (self.run_dir, self.run_dir / "checkpoints"):  # what a killed run's atomic writes left
-            for name in clean_temporaries(d):
-                log(f"removed {d / name}, left by an interrupted write")
-        if not resume:
-            save_config(cfg, self.run_dir / "config.yaml")
-        random.seed(cfg.run.seed)
-        np.random.seed(cfg.run.seed)
-        torch.manual_seed(cfg.run.seed)
+        # every check before anything is written: a refused run leaves no run directory behind
         self.train_tasks = load_tasks(cfg.data.train_file, question_field=cfg.data.question_field)
         self.val_tasks = (load_tasks(cfg.data.val_file, question_field=cfg.data.question_field)[: cfg.validation.max_tasks]
                           if cfg.data.val_file else [])
+        self.start_warnings = preflight(cfg, str(self.run_dir / "config.yaml") if resume else "config",
+                                        load_data=False)
+        for warning in self.start_warnings:
+            log(f"warning: {warning}")
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "episodes").mkdir(exist_ok=True)
+            for d in (self.run_dir, self.run_dir / "checkpoints"):  # what a killed run's atomic writes left
+                for name in clean_temporaries(d):
+                    log(f"removed {d / name}, left by an interrupted write")
+            if not resume:
+                save_config(cfg, self.run_dir / "config.yaml")
+        except OSError as e:
+            raise InputError(f"run directory {self.run_dir} cannot be written: {e.strerror}"
+                             + (f" ({e.filename})" if e.filename else "")) from None
+        random.seed(cfg.run.seed)
+        np.random.seed(cfg.run.seed)
+        torch.manual_seed(cfg.run.seed)
         self.stream = TaskStream(self.train_tasks, cfg.data.tasks_per_step, cfg.run.seed, cfg.data.shuffle)
         self.metrics = None
-        self.sandbox_warning = check_config_sandbox(cfg)  # before the model loads: a refusal costs nothing
-        if self.sandbox_warning:
-            log(f"warning: {self.sandbox_warning}")
         self._build_policy()
         try:
             self._restore(resume)
@@ -138,8 +153,8 @@ class Trainer:
             from .prometheus import serve_run
 
             self.prometheus = serve_run(self.run_dir, cfg.run.prometheus_port)
-        if self.sandbox_warning:
-            self.metrics.log_event({"event": "warning", "step": self.step, "warning": self.sandbox_warning})
+        for warning in self.start_warnings:
+            self.metrics.log_event({"event": "warning", "step": self.step, "warning": warning})
         if resume:
             self.metrics.log_event({"event": "resume", "step": self.step, "checkpoint": ckpt.name,
                                     "skipped_checkpoints": skipped})
@@ -232,6 +247,34 @@ class Trainer:
         """Stop at the end of the current step with a checkpoint (e.g. on SIGTERM: a cancelled job)."""
         self.stop_requested = reason
 
+    def stop_on_signals(self) -> None:
+        """SIGTERM (a cancelled job, a scheduler's stop): finish the step, checkpoint, exit; if the
+        step has not finished within ``run.stop_grace_s``, or at a second SIGTERM, abandon it (the
+        run stops at its last checkpoint: bounded time, whatever the step's size). Main thread only."""
+        import signal
+        import threading
+
+        main = threading.main_thread().ident
+
+        def grace_over() -> None:
+            # a real signal to the main thread: it wakes a wait that no flag would (a future's
+            # result), and its handler below raises there
+            if not self._stopped:
+                signal.pthread_kill(main, signal.SIGTERM)
+
+        def on_term(*_) -> None:  # Python runs it in the main thread
+            if self._stopped:
+                return
+            if self.stop_requested:  # the grace is over, or a second SIGTERM: abandon the step
+                self.abandoned = True
+                raise KeyboardInterrupt
+            self.request_stop("stopped by SIGTERM")
+            timer = threading.Timer(self.cfg.run.stop_grace_s, grace_over)
+            timer.daemon = True
+            timer.start()
+
+        signal.signal(signal.SIGTERM, on_term)
+
     def _budget_reason(self) -> str | None:
         run = self.cfg.run
         if self.stop_requested:
@@ -276,16 +319,34 @@ class Trainer:
 
             draw_plots(self.run_dir)
             result = {"steps": self.step, "stopped": reason, "stop_requested": bool(self.stop_requested)}
-            if self.sandbox_warning:
-                result["warnings"] = [self.sandbox_warning]
+            if self.start_warnings:
+                result["warnings"] = list(self.start_warnings)
             self.metrics.log_event({"event": "cancelled" if self.stop_requested else "completed", "step": self.step,
                                     "stopped": reason})
             atomic_write_text(self.run_dir / "result.json", json.dumps(result))  # the run ended cleanly
             return result
+        except KeyboardInterrupt as e:
+            if not self.abandoned:
+                raise
+            latest = self.run_dir / "checkpoints" / "latest"
+            kept = latest.read_text().strip() if latest.is_file() else "none"
+            self.metrics.log_event({"event": "cancelled", "step": self.step, "stopped": self.stop_requested,
+                                    "abandoned_step": self.step + 1, "checkpoint": kept})
+            raise StepAbandoned(f"{self.stop_requested}: step {self.step + 1} did not finish within "
+                                f"run.stop_grace_s={self.cfg.run.stop_grace_s:g} s and was abandoned; the last "
+                                f"checkpoint is {kept}") from e
         except BaseException as e:
-            self.metrics.log_event({"event": "failed", "step": self.step, "error": f"{type(e).__name__}: {e}"[:2000]})
+            named = health.write_failure(e, self.run_dir)
+            try:
+                self.metrics.log_event({"event": "failed", "step": self.step,
+                                        "error": f"{type(named or e).__name__}: {named or e}"[:2000]})
+            except OSError:
+                pass  # the disk that failed the run may not take its last event either
+            if named is not None:
+                raise named from e
             raise
         finally:
+            self._stopped = True
             self.close()
 
     def compare_to_base(self, episodes: list[Episode]) -> dict[str, Any]:

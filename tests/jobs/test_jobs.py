@@ -22,9 +22,9 @@ TINY = {"batch_size": 2, "n_trajectories_per_query": 2, "checkpoint_interval": 1
                       "run.tensorboard": False}}
 
 
-def start_service(root):
+def start_service(root, allow_private_webhooks=False):
     """The real job service on a loopback port, in a thread (as `agentboost jobs serve` runs it)."""
-    return AppThread(make_app(JobStore(root)))
+    return AppThread(make_app(JobStore(root), allow_private_webhooks=allow_private_webhooks))
 
 
 def wait_for(fn, timeout=600, every=1.0):
@@ -104,7 +104,8 @@ class Receiver:
 def test_two_jobs_status_cancel_restart_export(tmp_path, smollm2_path):
     from agentboost.jobs.events import signature
 
-    svc = start_service(tmp_path / "jobs")
+    # the receiver listens on loopback: this service is told to deliver there
+    svc = start_service(tmp_path / "jobs", allow_private_webhooks=True)
     client = TrainingClient(svc.url, root=tmp_path / "jobs")
     receiver = Receiver()
     secret = "s" * 24

@@ -84,6 +84,7 @@ KNOWN_UPSTREAM: dict[str, dict[str, str]] = {
 ORIGINAL = "original"
 PATCHED = "patched by this version"
 PATCHED_OTHER = "patched by another agentboost version"
+EDITED = "patched, then edited locally"
 UNKNOWN = "unknown"
 MISSING = "missing"
 
@@ -154,7 +155,10 @@ def default_source_root() -> Path:
 # -- small file primitives (the atomic, durable writes are agentboost.files') ------------------
 def _write(path: Path, data: bytes, mode_from: Path | None = None) -> None:
     """Atomic and durable (fsync, ``os.replace``, fsync of the directory), the mode kept; a killed
-    write leaves only a ``*TMP_SUFFIX`` file, which ``Patcher.recover`` removes."""
+    write leaves only a ``*TMP_SUFFIX`` file, which ``Patcher.recover`` removes. A symlinked target
+    is written through its link (the file it points to changes, the link stays a link)."""
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     atomic_write_bytes(path, data, mode_from=mode_from, suffix=TMP_SUFFIX)
 
 
@@ -236,8 +240,23 @@ class Patcher:
             raise PatchError(f"override module {p} does not start with {OVERRIDE_MARKER!r}")
         return data
 
+    def state_error(self, t: Target) -> str | None:
+        """Why the state file of ``t``'s package cannot be read, or None."""
+        try:
+            state = _read_json(self._state_path(t))
+        except PatchError as e:
+            return str(e)
+        if not isinstance(state, dict) or not isinstance(state.get("targets", {}), dict):
+            return f"{self._state_path(t)}: not a patch record"
+        return None
+
     def _record(self, t: Target) -> dict | None:
-        return _read_json(self._state_path(t)).get("targets", {}).get(t.relpath)
+        """What the state file says of ``t`` (None when it says nothing or cannot be read: callers
+        that need it check ``state_error``)."""
+        if self.state_error(t):
+            return None
+        rec = _read_json(self._state_path(t)).get("targets", {}).get(t.relpath)
+        return rec if isinstance(rec, dict) else None
 
     def _known_upstream(self, t: Target, sha: str) -> str | None:
         if sha in self.known.get(t.relpath, {}):
@@ -266,6 +285,14 @@ class Patcher:
             if data == self.override_bytes(t):
                 return FileStatus(t, p, PATCHED, detail)
             first = data.split(b"\n", 1)[0].decode(errors="replace")
+            rec = self._record(t)
+            if rec and rec.get("override_sha256") not in (None, sha):
+                return FileStatus(t, p, EDITED, f"differs from the override agentboost "
+                                                f"{rec.get('agentboost_version', '?')} installed; {detail}")
+            if rec is None:  # no record of what was installed: an older version's, or edited
+                detail += "; no record of which version installed it (it may have been edited)"
+            else:
+                detail += f"; installed by agentboost {rec.get('agentboost_version', '?')}"
             return FileStatus(t, p, PATCHED_OTHER, f"{first!r}; {detail}")
         origin = self._known_upstream(t, sha)
         if origin is not None:
@@ -310,7 +337,9 @@ class Patcher:
     def apply(self, force: bool = False, dry_run: bool = False) -> int:
         self._prepare(dry_run)
         plan: list[tuple[Target, str]] = []
-        problems: list[str] = []
+        problems: list[str] = sorted({f"{e}; it cannot be updated: run `python apply_patches.py --revert` "
+                                      "(it sets an unreadable record aside once every file is safely restored)"
+                                      for t in self.targets if (e := self.state_error(t))})
         for st in self.status():
             t = st.target
             self.override_bytes(t)  # a missing override is an error before anything is written
@@ -318,6 +347,9 @@ class Patcher:
                 self.out(f"already patched: {st.path} ({st.detail})")
             elif st.state == ORIGINAL:
                 plan.append((t, st.detail))
+            elif st.state == EDITED:
+                problems.append(f"{st.path} was patched and then edited locally ({st.detail}): keep your edits "
+                                "elsewhere, then `python apply_patches.py --revert --force` restores upstream")
             elif st.state == PATCHED_OTHER:
                 problems.append(f"{st.path} was patched by another agentboost version ({st.detail}): run "
                                 "`python apply_patches.py --revert` first (it restores the upstream file whichever "
@@ -378,15 +410,24 @@ class Patcher:
         self.step_hook("done")
 
     # revert
-    def revert(self, dry_run: bool = False) -> int:
+    def revert(self, dry_run: bool = False, force: bool = False) -> int:
         self._prepare(dry_run)
         plan, problems = [], []
         for st in self.status():
             t, up = st.target, self.upstream_path(st.target)
-            if st.state in (PATCHED, PATCHED_OTHER):
+            unreadable = self.state_error(t)
+            if st.state in (PATCHED, PATCHED_OTHER, EDITED):
                 up_sha = sha256_file(up) if up.is_file() else None
                 if up_sha is None or self._known_upstream(t, up_sha) is None:
-                    problems.append(f"{st.path}: cannot revert, {st.detail}")
+                    problems.append(f"{st.path}: cannot revert, {st.detail}"
+                                    + (f" ({unreadable}: a forced patch's record may be in it)" if unreadable else ""))
+                elif st.state == EDITED and not force:
+                    problems.append(f"{st.path} was edited after it was patched ({st.detail}): --revert would "
+                                    "discard those edits; keep them elsewhere, then --revert --force")
+                elif st.state == PATCHED_OTHER and unreadable and not force:
+                    problems.append(f"{st.path} is not this version's override and the patch record is unreadable "
+                                    f"({unreadable}), so local edits cannot be told apart: check the file, then "
+                                    "--revert --force")
                 else:
                     plan.append((t, up_sha))
             elif st.state == ORIGINAL:
@@ -404,7 +445,17 @@ class Patcher:
             announce=lambda t, _: (f"{'would restore' if dry_run else 'restoring'} {self.path(t)} "
                                    f"from {self.upstream_path(t).name}"),
             done="restored", journal=lambda t, up_sha: {"op": "revert", "target": t.relpath, "upstream_sha256": up_sha},
-            finish=self._finish_revert, tail=" byte for byte")
+            finish=self._finish_revert, tail=" byte for byte", after=None if dry_run else self._set_aside_unreadable)
+
+    def _set_aside_unreadable(self) -> None:
+        """After a revert: an unreadable record whose package holds no patched file any more is
+        renamed aside (kept for inspection), so the next run starts clean."""
+        for path in {self._state_path(t) for t in self.targets}:
+            ts = [t for t in self.targets if self._state_path(t) == path]
+            if path.is_file() and self.state_error(ts[0]) and all(self.status_of(t).state == ORIGINAL for t in ts):
+                aside = path.with_name(path.name + f".unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
+                os.replace(path, aside)
+                self.out(f"the unreadable patch record {path.name} was set aside as {aside.name}")
 
     def _finish_revert(self, t: Target, j: dict) -> None:
         p, up = self.path(t), self.upstream_path(t)
@@ -416,12 +467,13 @@ class Patcher:
             self.step_hook("restore")
         remove_durably(up)
         self.step_hook("remove_upstream")
-        state = _read_json(self._state_path(t))
-        state.get("targets", {}).pop(t.relpath, None)
-        if state.get("targets"):
-            _write_json(self._state_path(t), state)
-        else:
-            remove_durably(self._state_path(t))
+        if not self.state_error(t):  # an unreadable record is set aside when the revert is done
+            state = _read_json(self._state_path(t))
+            state.get("targets", {}).pop(t.relpath, None)
+            if state.get("targets"):
+                _write_json(self._state_path(t), state)
+            else:
+                remove_durably(self._state_path(t))
         self.step_hook("record")
         remove_durably(self._journal_path(t))
         self.step_hook("done")
@@ -434,7 +486,8 @@ class Patcher:
 
     def _carry_out(self, plan: list[tuple[Target, Any]], problems: list[str], dry_run: bool, *, nothing: str,
                    announce: Callable[[Target, Any], str], done: str, journal: Callable[[Target, Any], dict],
-                   finish: Callable[[Target, dict], None], tail: str = "") -> int:
+                   finish: Callable[[Target, dict], None], tail: str = "",
+                   after: Callable[[], None] | None = None) -> int:
         """Once apply or revert has planned: refuse the whole plan on any problem, say each step
         (or ``nothing``), stop there on a dry run, else carry out each step under its journal
         (written before anything else, removed by ``finish`` last)."""
@@ -442,6 +495,8 @@ class Patcher:
             raise PatchError("nothing was changed:\n  " + "\n  ".join(problems))
         if not plan:
             self.out(nothing)
+            if after is not None:
+                after()
             return 0
         for t, x in plan:
             self.out(announce(t, x))
@@ -454,6 +509,8 @@ class Patcher:
             self.step_hook("journal")
             finish(t, j)
         self.out(f"{done} {len(plan)} file(s){tail}")
+        if after is not None:
+            after()
         return 0
 
     def _check_writable(self) -> None:
@@ -476,7 +533,8 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--revert", action="store_true", help="restore every upstream file byte for byte")
     ap.add_argument("--dry-run", action="store_true", help="say what would change and write nothing")
     ap.add_argument("--force", action="store_true",
-                    help="patch files whose hash matches no known upstream version (recorded, revertible)")
+                    help="patch files whose hash matches no known upstream version (recorded, revertible); with "
+                         "--revert, restore files edited after they were patched (the edits are lost)")
     ap.add_argument("--rllm-root", help="directory holding the rllm/ package (default: where Python finds it)")
     ap.add_argument("--verl-root", help="directory holding the verl/ package (default: where Python finds it, "
                                         "else rLLM's verl/ submodule)")
@@ -492,14 +550,21 @@ def main(argv: list[str] | None = None, *, source_root: Path | None = None,
         patcher = Patcher(roots, source_root=source_root, known=known, step_hook=step_hook)
         if args.status:
             print(f"rllm root: {roots.rllm}\nverl root: {roots.verl}")
-            journals = patcher._journals()
+            try:
+                journals = patcher._journals()
+            except PatchError as e:
+                journals = []
+                print(f"unreadable journal: {e}")
             for st in patcher.status():
                 print(f"{st.state:<40} {st.path}  ({st.detail})")
             for t, j in journals:
                 print(f"interrupted {j['op']} of {patcher.path(t)}: run the same command again to complete it")
+            for error in sorted({e for t in patcher.targets if (e := patcher.state_error(t))}):
+                print(f"unreadable patch record: {error}; it matters only for forced patches: --revert restores "
+                      "files whose upstream copies are known versions and then sets the record aside")
             return 0
         if args.revert:
-            return patcher.revert(dry_run=args.dry_run)
+            return patcher.revert(dry_run=args.dry_run, force=args.force)
         return patcher.apply(force=args.force, dry_run=args.dry_run)
     except PatchError as e:
         print(f"apply_patches: error: {e}", file=sys.stderr)

@@ -328,3 +328,70 @@ def test_known_table_covers_every_target():
     for table in rp.KNOWN_UPSTREAM.values():
         for sha in table:
             assert len(sha) == 64 and int(sha, 16) >= 0
+
+
+def test_unreadable_record_is_reported_and_revert_changes_nothing_until_safe(tree, capsys):
+    assert tree.main() == 0
+    state = tree.rllm_root / "rllm" / rp.STATE_NAME
+    state.write_text("{ this is not json")
+    capsys.readouterr()
+    assert tree.main("--status") == 0  # said, not "all is well"
+    out = capsys.readouterr().out
+    assert "unreadable patch record" in out and str(state) in out
+    patched = tree.snapshot()
+    assert tree.main() == 1  # apply cannot update it: nothing changed
+    assert "--revert" in capsys.readouterr().err and tree.snapshot() == patched
+    # every file is this version's override over a known upstream: the revert is safe without it
+    assert tree.main("--revert") == 0
+    out = capsys.readouterr().out
+    assert "restored 3 file(s)" in out and "set aside" in out
+    for t in rp.TARGETS:
+        assert tree.path(t).read_bytes() == tree.upstream[t.relpath] and not tree.up(t).exists()
+    assert not state.exists() and list(state.parent.glob(rp.STATE_NAME + ".unreadable-*"))
+    assert tree.main() == 0  # and the next apply starts clean
+    tree.assert_fully_patched()
+
+
+def test_unreadable_record_with_a_forced_patch_changes_nothing(tree, capsys):
+    t = rp.TARGETS[0]
+    tree.path(t).write_bytes(tree.upstream[t.relpath] + b"# unknown version\n")
+    assert tree.main("--force") == 0
+    (tree.root(t) / t.package / rp.STATE_NAME).write_text("[]")  # valid JSON, not a record
+    patched = tree.snapshot()
+    capsys.readouterr()
+    assert tree.main("--revert") == 1
+    err = capsys.readouterr().err
+    assert "nothing was changed" in err and "forced patch's record" in err
+    assert tree.snapshot() == patched
+
+
+def test_a_local_edit_is_named_and_kept_without_force(tree, capsys):
+    assert tree.main() == 0
+    t = rp.TARGETS[1]
+    edited = tree.override[t.relpath] + b"# my local fix\n"
+    tree.path(t).write_bytes(edited)
+    capsys.readouterr()
+    assert tree.main("--status") == 0
+    assert rp.EDITED in capsys.readouterr().out
+    before = tree.snapshot()
+    assert tree.main("--revert") == 1
+    err = capsys.readouterr().err
+    assert "edited after it was patched" in err and "--revert --force" in err
+    assert tree.snapshot() == before  # the edit is not discarded, nor anything else changed
+    assert tree.main() == 1 and "edited locally" in capsys.readouterr().err
+    assert tree.main("--revert", "--force") == 0
+    for x in rp.TARGETS:
+        assert tree.path(x).read_bytes() == tree.upstream[x.relpath]
+
+
+def test_a_symlinked_target_stays_a_symlink(tree):
+    t = rp.TARGETS[0]
+    real = tree.base / "elsewhere" / Path(t.relpath).name
+    real.parent.mkdir()
+    shutil.move(tree.path(t), real)
+    tree.path(t).symlink_to(real)
+    assert tree.main() == 0
+    assert tree.path(t).is_symlink() and real.read_bytes() == tree.override[t.relpath]
+    assert tree.up(t).read_bytes() == tree.upstream[t.relpath]
+    assert tree.main("--revert") == 0
+    assert tree.path(t).is_symlink() and real.read_bytes() == tree.upstream[t.relpath]
