@@ -177,14 +177,29 @@ def train(config: GRPOConfig | dict[str, Any], training_data, evaluation_data=No
     """Train on the local backend (blocking) and return the run's handle. ``training_data`` /
     ``evaluation_data``: the guide's rows, agentboost task rows, or a task file."""
     from .agents.strands_process_pool import ensure_not_spawning
-    from .trainer.config import load_config
-    from .trainer.loop import Trainer
 
     ensure_not_spawning("agentboost.train")
     cfg_in = GRPOConfig.from_dict(config) if isinstance(config, dict) else config
     run_dir = Path(run_dir or f"runs/api-{time.strftime('%Y%m%d-%H%M%S')}")
     if (run_dir / "config.yaml").exists():
         raise APIError(f"{run_dir} already holds a run; give another run_dir (or resume it with Trainer)")
+    created = not run_dir.exists()
+    try:
+        trainer = _prepared_trainer(cfg_in, run_dir, training_data, evaluation_data, reward, agent, log)
+    except BaseException:
+        if created:  # a refused run leaves nothing behind
+            import shutil
+
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    trainer.run()  # writes result.json when the run ends cleanly
+    return Run(run_dir)
+
+
+def _prepared_trainer(cfg_in: "GRPOConfig", run_dir: Path, training_data, evaluation_data, reward, agent, log):
+    from .trainer.config import load_config
+    from .trainer.loop import Trainer
+
     data_dir = run_dir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     _write_jsonl(data_dir / "train.jsonl", task_rows(training_data, "training_data"))
@@ -204,9 +219,7 @@ def train(config: GRPOConfig | dict[str, Any], training_data, evaluation_data=No
     cfg = load_config(None, overrides + cfg_in.training_overrides())
     if evaluation_data is None:
         cfg.validation.at_start = False
-    trainer = Trainer(cfg, run_dir, log=log)
-    trainer.run()  # writes result.json when the run ends cleanly
-    return Run(run_dir)
+    return Trainer(cfg, run_dir, log=log)
 
 
 def evaluate(run: Run | str | Path, **kwargs) -> dict[str, Any]:

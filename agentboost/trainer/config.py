@@ -290,7 +290,13 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise ConfigError(f"override {text!r} must look like key.sub=value")
     key, _, raw = text.partition("=")
-    return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+    if not raw.strip():
+        return key.strip(), ""
+    try:
+        return key.strip(), yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        problem = str(getattr(e, "problem", None) or e).splitlines()[0]
+        raise ConfigError(f"override {text!r}: the value is not valid YAML ({problem})") from None
 
 
 def load_config(path: str | Path | None, overrides: list[str] = (), for_training: bool = True) -> TrainConfig:
@@ -304,7 +310,12 @@ def load_config(path: str | Path | None, overrides: list[str] = (), for_training
         try:
             data = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: not valid YAML: {e}") from None
+            mark = getattr(e, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+            problem = str(getattr(e, "problem", None) or e).splitlines()[0]
+            raise ConfigError(f"{p}: not valid YAML{where}: {problem}") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{p}: not UTF-8 text (byte {e.start})") from None
         _apply(cfg, data, "", str(p))
         for key in ("train_file", "val_file"):  # relative paths are relative to the config file
             value = getattr(cfg.data, key)

@@ -49,6 +49,8 @@ def preflight(cfg: TrainConfig, where: str = "config", load_data: bool = True) -
         for key in ("train_file", "val_file"):
             path = getattr(cfg.data, key)
             if path:
+                if not os.path.exists(path):
+                    raise ConfigError(f"{where}: data.{key} {path} does not exist")
                 if not os.access(path, os.R_OK):
                     raise ConfigError(f"{where}: data.{key} {path} cannot be read")
                 if not load_tasks(path, question_field=cfg.data.question_field):

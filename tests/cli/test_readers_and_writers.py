@@ -91,3 +91,38 @@ def test_a_manifest_listing_no_files_does_not_verify_and_leftovers_are_cleaned(t
     assert sorted(clean_temporaries(tmp_path / "checkpoints")) == [".latest.tmp-xyz", ".step_000002.tmp-abc"]
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step_000001"]
 
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet", ".yaml"])
+def test_no_bytes_make_a_reader_fail_but_by_name(tmp_path, suffix):
+    # task files (JSONL and parquet) and training configs, of any bytes at all: read, or refused
+    # with the file's name in one line; never another exception
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from agentboost.errors import InputError
+    from agentboost.tasks import load_tasks
+    from agentboost.trainer.config import load_config
+
+    path = tmp_path / f"f{suffix}"
+    prefixes = {".jsonl": [b"", b'{"question": "q"}\n'], ".parquet": [b"PAR1", b""], ".yaml": [b"", b"run:\n  steps: "]}
+
+    @settings(max_examples=120, deadline=None, derandomize=True)
+    @given(prefix=st.sampled_from(prefixes[suffix]), data=st.binary(max_size=300))
+    def check(prefix, data):
+        path.write_bytes(prefix + data + (b"PAR1" if suffix == ".parquet" else b""))
+        try:
+            load_config(path) if suffix == ".yaml" else load_tasks(path)
+        except InputError as e:
+            assert str(path) in str(e) or suffix == ".yaml", str(e)
+            assert "\n" not in str(e).strip(), str(e)
+
+    check()
+
+
+def test_a_corrupt_parquet_task_file_is_named(tmp_path):
+    path = tmp_path / "tasks.parquet"
+    path.write_bytes(b"PAR1 not really a parquet file PAR1")
+    r = cli("score", "--reward", "exact_answer", "--tasks", path, "--answers", path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert f"{path}: not a readable parquet file" in r.stderr
