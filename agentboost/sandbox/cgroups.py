@@ -15,11 +15,12 @@ can be there) and ``remove`` deletes it.
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 import uuid
 from functools import lru_cache
+
+from .identities import kill_until_gone
 
 _ROOT = "/sys/fs/cgroup"
 _lock = threading.Lock()
@@ -155,21 +156,7 @@ class RunGroup:
 
     def kill_all(self) -> int:
         """SIGKILL every process left in the group until it is empty; how many were killed."""
-        killed: set[int] = set()
-        delay = 0.0002  # a killed process leaves the group within a millisecond or so
-        for _ in range(100):
-            pids = self.pids()
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.add(pid)
-                except ProcessLookupError:
-                    pass
-            time.sleep(delay)
-            delay = min(delay * 2, 0.01)
-        return len(killed)
+        return kill_until_gone(self.pids)
 
     def remove(self) -> None:
         for d in reversed(self.dirs):

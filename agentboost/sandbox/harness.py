@@ -332,22 +332,11 @@ def _checker_child(code: str, cfg: dict, path: str, fds: tuple, keep: tuple, wor
         os.dup2(err_fd, 2)
         cpu = max(1, int(cfg["cpu_s"] + 0.999))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        try:
-            status = _check(code, path, *keep)
-        except SystemExit as e:
-            status = _exit_code(e)
-        except BaseException:
-            sys.excepthook(*sys.exc_info())
-            status = 1
+        status = _status_of(lambda: _check(code, path, *keep))
     except BaseException:
         status = 1
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        os._exit(status & 0xFF)
+        _exit_now(status)
 
 
 def _child(req: dict, cfg: dict, compiled: dict, preamble: dict | None, fds: tuple, channel: tuple,
@@ -369,15 +358,12 @@ def _child(req: dict, cfg: dict, compiled: dict, preamble: dict | None, fds: tup
         resource.setrlimit(resource.RLIMIT_FSIZE, (cfg["file_bytes"], cfg["file_bytes"]))
         if "random" in sys.modules:  # imported by the preamble: fresh randomness, as a new process has
             sys.modules["random"].seed()
-        try:
+        def run() -> int:
             if isinstance(compiled["solution"], BaseException):
                 raise compiled["solution"]
-            code = _run_test(req, cfg, compiled, preamble, result_fd)
-        except SystemExit as e:
-            code = _exit_code(e)
-        except BaseException:
-            sys.excepthook(*sys.exc_info())
-            code = 1
+            return _run_test(req, cfg, compiled, preamble, result_fd)
+
+        code = _status_of(run)
         # as at interpreter exit: wait for the program's threads (if it imported threading, as the
         # interpreter does), run its atexit hooks
         threading = sys.modules.get("threading")
@@ -389,12 +375,29 @@ def _child(req: dict, cfg: dict, compiled: dict, preamble: dict | None, fds: tup
     except BaseException:
         code = 1
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        os._exit(code & 0xFF)
+        _exit_now(code)
+
+
+def _status_of(run) -> int:
+    """The exit status of ``run()`` as an interpreter would give it: its SystemExit's code, 1 for an
+    exception (its traceback printed, as at top level)."""
+    try:
+        return run()
+    except SystemExit as e:
+        return _exit_code(e)
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        return 1
+
+
+def _exit_now(code: int) -> None:
+    """End a forked process: its output flushed, no cleanup of the harness's state."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(code & 0xFF)
 
 
 def _wait(pid: int, wall_s: float) -> tuple[int, bool]:
@@ -447,39 +450,28 @@ def _sweep_uid(uid: int) -> None:
     """Kill every other process of ``uid``: what a test left behind, even outside its group.
     Only when the sandbox gave the harness a uid of its own: the judge passes that uid, and it must
     be the one this process runs as and in the sandbox's range, or nothing is killed."""
-    me = os.getpid()
     if not isinstance(uid, int) or isinstance(uid, bool) or uid < SWEEP_MIN_UID or uid != os.getuid():
         return
+    _kill_others(lambda pid: os.stat(f"/proc/{pid}").st_uid == uid)
+
+
+def _sweep_namespace() -> None:
+    """Kill every process of this PID namespace but its reaper (1) and the harness: what a test left
+    behind, detached or not. Only the sandbox's own processes are in it."""
+    _kill_others(lambda pid: pid != 1)
+
+
+def _kill_others(chosen) -> None:
+    """SIGKILL every live process but this one for which ``chosen(pid)`` holds, until none is left."""
+    me = os.getpid()
     for _ in range(50):
         found = False
         for d in os.listdir("/proc"):
             if not d.isdigit() or int(d) == me:
                 continue
             try:
-                if os.stat(f"/proc/{d}").st_uid != uid:
+                if not chosen(int(d)):
                     continue
-                with open(f"/proc/{d}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                        continue
-                os.kill(int(d), SIGKILL)
-                found = True
-            except (OSError, IndexError):
-                continue
-        if not found:
-            return
-        time.sleep(0.002)
-
-
-def _sweep_namespace() -> None:
-    """Kill every process of this PID namespace but its reaper (1) and the harness: what a test left
-    behind, detached or not. Only the sandbox's own processes are in it."""
-    me = os.getpid()
-    for _ in range(50):
-        found = False
-        for d in os.listdir("/proc"):
-            if not d.isdigit() or int(d) in (1, me):
-                continue
-            try:
                 with open(f"/proc/{d}/stat") as f:
                     if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
                         continue

@@ -44,12 +44,12 @@ def processes_of_uid(uid: int) -> list[int]:
     return pids
 
 
-def kill_uid(uid: int) -> int:
-    """SIGKILL every process of ``uid`` until none is left; how many were killed. Only ever called
-    with a uid this process holds the lease of."""
+def kill_until_gone(find, delay: float = 0.0002, rounds: int = 100) -> int:
+    """SIGKILL the processes ``find()`` lists until it lists none (a forking survivor may add one
+    between rounds); how many were killed."""
     killed: set[int] = set()
-    for _ in range(50):  # a forking survivor may add a process between sweeps
-        pids = processes_of_uid(uid)
+    for _ in range(rounds):
+        pids = find()
         if not pids:
             break
         for pid in pids:
@@ -58,8 +58,15 @@ def kill_uid(uid: int) -> int:
                 killed.add(pid)
             except ProcessLookupError:
                 pass
-        time.sleep(0.001)
+        time.sleep(delay)
+        delay = min(delay * 2, 0.01)
     return len(killed)
+
+
+def kill_uid(uid: int) -> int:
+    """SIGKILL every process of ``uid`` until none is left; how many were killed. Only ever called
+    with a uid this process holds the lease of."""
+    return kill_until_gone(lambda: processes_of_uid(uid))
 
 
 class UidLease:
