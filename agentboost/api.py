@@ -53,7 +53,7 @@ class GRPOConfig:
     max_budget_usd: float = 0.0  # 0: no budget; with cost_per_hour_usd the run stops at the budget
     cost_per_hour_usd: float = 0.0
     checkpoint_interval: int = 5
-    max_steps_per_trajectory: int = 4
+    max_steps_per_trajectory: int | None = None  # None: the agent's max_model_calls (default 4)
     gamma: float = 1.0
     overrides: dict[str, Any] = dataclasses.field(default_factory=dict)  # any training key, dotted
 
@@ -75,7 +75,8 @@ class GRPOConfig:
 
     def training_overrides(self) -> list[str]:
         """The guide's names as dotted training overrides, then ``overrides``."""
-        out = [f"{key}={json.dumps(getattr(self, name))}" for name, key in GRPO_KEYS.items()]
+        out = [f"{key}={json.dumps(getattr(self, name))}" for name, key in GRPO_KEYS.items()
+               if getattr(self, name) is not None]
         return out + [f"{k}={json.dumps(v)}" for k, v in self.overrides.items()]
 
 
@@ -210,12 +211,20 @@ def _prepared_trainer(cfg_in: "GRPOConfig", run_dir: Path, training_data, evalua
         overrides.append(f"data.val_file={json.dumps(str((data_dir / 'val.jsonl').resolve()))}")
     if agent is not None:
         agent.validate()
+        calls = cfg_in.max_steps_per_trajectory
+        if calls is not None and calls != agent.max_model_calls:
+            raise APIError(f"two call limits: GRPOConfig.max_steps_per_trajectory={calls} and the agent's "
+                           f"max_model_calls={agent.max_model_calls}; set one of them")
+        factory = agent.factory if agent.factory is None or isinstance(agent.factory, str) else _import_path(agent.factory)
+        # every field of the spec reaches the run: what the spec says is what trains
         overrides += [f"agent.tools={json.dumps([t if isinstance(t, str) else _import_path(t) for t in agent.tools])}",
                       f"agent.system_prompt={json.dumps(agent.system_prompt)}",
+                      f"agent.max_model_calls={agent.max_model_calls}",
                       f"agent.max_response_tokens={agent.max_response_tokens}",
                       f"agent.timeout_s={agent.timeout_s}", f"agent.agent_type={json.dumps(agent.agent_type)}",
-                      f"agent.reasoning={json.dumps(agent.reasoning)}"]
-    # the guide's names last: they win over the agent's own call limit
+                      f"agent.reasoning={json.dumps(agent.reasoning)}",
+                      f"agent.tool_parser={json.dumps(agent.tool_parser)}",
+                      f"agent.factory={json.dumps(factory or '')}"]
     cfg = load_config(None, overrides + cfg_in.training_overrides())
     if evaluation_data is None:
         cfg.validation.at_start = False

@@ -4,6 +4,9 @@ factories, rewards and sampler scripts are all named this way in configurations.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
 from .errors import InputError
@@ -11,6 +14,18 @@ from .errors import InputError
 
 class ImportPathError(InputError):
     """An import path that is malformed or does not import; the message says which and why."""
+
+
+def add_user_paths(*directories: str | os.PathLike[str]) -> None:
+    """Make the user's own modules importable where users put them: beside their config file and in
+    the working directory. Added to ``sys.path`` here and to ``PYTHONPATH`` for the processes this
+    one starts (rollout workers, a job's trainer), which import tools and rewards by name too."""
+    for d in reversed([str(Path(d).resolve()) for d in directories]):
+        if d not in sys.path:
+            sys.path.insert(0, d)
+        parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if d not in parts:
+            os.environ["PYTHONPATH"] = os.pathsep.join([d, *parts])
 
 
 def import_object(path: str, what: str = "object") -> Any:

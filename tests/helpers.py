@@ -142,3 +142,18 @@ def vllm_python_or_skip() -> str:
             pytest.fail(f"CI=true but the vLLM engine is not installed: {INSTALL_HINT}")
         pytest.skip(f"the vLLM engine is not installed: {INSTALL_HINT}")
     return python
+
+
+def recording_factory(model, tools, system_prompt):
+    """An agent factory for the tests (``agent.factory=helpers:recording_factory``): a plain Strands
+    Agent, each build recorded as a file in ``$AGENTBOOST_TEST_FACTORY_DIR``."""
+    import os
+    import uuid
+
+    from strands import Agent
+    from strands.agent.conversation_manager import NullConversationManager
+
+    if os.environ.get("AGENTBOOST_TEST_FACTORY_DIR"):
+        Path(os.environ["AGENTBOOST_TEST_FACTORY_DIR"], uuid.uuid4().hex).write_text(str(len(tools)))
+    return Agent(model=model, tools=tools, system_prompt=system_prompt, callback_handler=None,
+                 conversation_manager=NullConversationManager())

@@ -65,3 +65,28 @@ def test_train_status_evaluate_export(tmp_path, smollm2_path):
     assert n == 4 and all("segments" in json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines())
     with pytest.raises(APIError, match="already holds a run"):
         agentboost.train(cfg, training_data=data, run_dir=tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_the_agent_spec_is_what_trains(tmp_path, smollm2_path, monkeypatch):
+    # the factory and the call limit of the spec reach the workers; nothing of it is dropped
+    import yaml
+
+    from agentboost.agents.strands_agent import StrandsAgentSpec
+
+    built = tmp_path / "built"
+    built.mkdir()
+    monkeypatch.setenv("AGENTBOOST_TEST_FACTORY_DIR", str(built))
+    data = [{"query": f"What is {a} + {b}?", "expected_outcome": str(a + b)} for a, b in [(2, 3), (4, 4)]]
+    cfg = GRPOConfig(n_iterations=1, batch_size=2, n_trajectories_per_query=2,
+                     overrides={"sampling.max_new_tokens": 16, "run.tensorboard": False})
+    spec = StrandsAgentSpec(factory="helpers:recording_factory", max_model_calls=9)
+    agentboost.train(cfg, training_data=data, agent=spec, run_dir=tmp_path / "run", log=lambda m: None)
+    saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["agent"]
+    assert saved["factory"] == "helpers:recording_factory" and saved["max_model_calls"] == 9
+    assert len(list(built.iterdir())) >= 4  # one build per episode, in the workers
+    with pytest.raises(agentboost.api.APIError, match="two call limits: GRPOConfig.max_steps_per_trajectory=4 "
+                                                       "and the agent's max_model_calls=9"):
+        agentboost.train(GRPOConfig(max_steps_per_trajectory=4), training_data=data, agent=spec,
+                         run_dir=tmp_path / "run2")
+    assert not (tmp_path / "run2").exists()

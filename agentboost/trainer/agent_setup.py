@@ -14,7 +14,7 @@ def agent_spec(cfg: TrainConfig) -> StrandsAgentSpec:
                             system_prompt=a.system_prompt if a.system_prompt is not None else DEFAULT_SYSTEM_PROMPT,
                             max_model_calls=a.max_model_calls, max_response_tokens=a.max_response_tokens,
                             timeout_s=a.timeout_s, agent_type=a.agent_type, reasoning=a.reasoning,
-                            tool_parser=a.tool_parser)
+                            tool_parser=a.tool_parser, factory=a.factory or None)
 
 
 def runs_model_code(reward: str | None, tools: list[str]) -> list[str]:

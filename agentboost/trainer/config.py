@@ -59,6 +59,9 @@ class AgentConfig:
     # the policy's tool-call format: auto (from its chat template; hermes where it shows no other family)
     # or a parser name (hermes, qwen3_xml, llama3_json, mistral, glm45, kimi_k2; agents/tool_parsers)
     tool_parser: str = "auto"
+    # module:function(model, tools, system_prompt) -> strands.Agent, for agents with their own
+    # conversation managers, hooks or state; "" builds a plain Strands Agent
+    factory: str = ""
 
 
 @dataclass
@@ -307,6 +310,9 @@ def load_config(path: str | Path | None, overrides: list[str] = (), for_training
         p = Path(path)
         if not p.is_file():
             raise ConfigError(f"config file {p} does not exist")
+        from ..imports import add_user_paths
+
+        add_user_paths(p.parent, Path.cwd())  # tools.py and reward.py beside the config import by name
         try:
             data = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as e:

@@ -109,3 +109,28 @@ def test_the_python_api_refuses_before_it_writes(tmp_path):
         agentboost.train(config={}, training_data=[{"query": "q", "expected_outcome": "1"}],
                          reward="nosuch.mod:fn", run_dir=run)
     assert not run.exists()
+
+
+@pytest.mark.slow
+def test_the_users_modules_beside_the_config_import_without_pythonpath(tmp_path, smollm2_path):
+    import os
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "myreward.py").write_text("def reward(task, episode):\n    return float(bool(episode.final_answer))\n")
+    (project / "mytools.py").write_text("from strands import tool\n\n\n@tool\ndef add(a: int, b: int) -> int:\n"
+                                        '    """Add two integers."""\n    return a + b\n')
+    (project / "tasks.jsonl").write_text('{"question": "What is 2+3?", "answer": "5"}\n')
+    (project / "config.yaml").write_text(
+        "data: {train_file: tasks.jsonl, tasks_per_step: 1, group_size: 2}\nreward: {name: 'myreward:reward'}\n"
+        "agent: {tools: ['mytools:add']}\nrun: {steps: 1, tensorboard: false}\nvalidation: {at_start: false}\n"
+        "sampling: {max_new_tokens: 8}\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = cli("train", project / "config.yaml", "--check", cwd=elsewhere, env=env, timeout=120)
+    assert r.returncode == 0 and "configuration OK" in r.stdout, r.stderr[-2000:]
+    r = cli("train", project / "config.yaml", "--run-dir", tmp_path / "run", cwd=elsewhere, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]  # the workers import them too
+    steps = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert steps and steps[-1]["step"] == 1
