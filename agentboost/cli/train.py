@@ -12,7 +12,8 @@ from .common import UsageError, add_command, add_options
 def add_train(sub) -> None:
     p = add_command(sub, "train", cmd_train, help="GRPO on one machine (the local backend)",
                     description="Train the policy with GRPO/RLOO/REINFORCE++ on one machine. CONFIG is YAML; "
-                                "key=value pairs override it (e.g. run.steps=5 optim.lr=1e-4).")
+                                "key=value pairs override it (e.g. run.steps=5 optim.lr=1e-4). Every key, its "
+                                "default, bounds and meaning: `agentboost config` (docs/configuration.md).")
     p.add_argument("config", nargs="?", help="YAML configuration (not needed with --resume)")
     p.add_argument("overrides", nargs="*", help="dotted overrides, key.sub=value")
     p.add_argument("--run-dir", help="output directory (default: runs/<config name>-<time>)")
@@ -20,6 +21,20 @@ def add_train(sub) -> None:
     p.add_argument("--check", action="store_true",
                    help="check the configuration and everything it names (files, model, rewards, tools, ports, "
                         "sandbox), then stop: no model loads, nothing is written")
+
+
+def add_config(sub) -> None:
+    p = add_command(sub, "config", cmd_config, help="every training configuration key",
+                    description="Print every training configuration key with its type, default, bounds or "
+                                "choices and meaning, read from the schema.")
+    p.add_argument("--markdown", action="store_true", help="as the markdown of docs/configuration.md")
+
+
+def cmd_config(args) -> int:
+    from ..trainer.config_reference import markdown, text
+
+    print(markdown() if args.markdown else text(), end="" if args.markdown else "\n")
+    return 0
 
 
 def add_plot(sub) -> None:

@@ -29,30 +29,32 @@ class ConfigError(InputError):
 class ModelConfig:
     path: str = "smollm2-135m-instruct"  # embedded name or HF model directory
     lora: bool = True  # False: full fine-tuning
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
+    lora_r: int = 16  # the LoRA rank
+    lora_alpha: int = 32  # the LoRA scaling numerator (scale = alpha / r)
+    lora_dropout: float = 0.0  # dropout on the LoRA path while training
+    # the modules that get adapters (names of the model's linear layers)
     lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
 
 
 @dataclass
 class DataConfig:
-    train_file: str = ""
-    val_file: str = ""
-    question_field: str = "question"
-    tasks_per_step: int = 4
-    group_size: int = 4
-    shuffle: bool = True
+    train_file: str = ""  # training tasks (.jsonl or .parquet), relative to the config file
+    val_file: str = ""  # held-out tasks for validation; "": no validation
+    question_field: str = "question"  # the task field that is the prompt
+    tasks_per_step: int = 4  # tasks drawn per step
+    group_size: int = 4  # episodes per task (a GRPO group)
+    shuffle: bool = True  # reshuffle the tasks each epoch (seeded)
 
 
 @dataclass
 class AgentConfig:
+    # the agent's @tool functions, as import paths (module:function or a module's tools)
     tools: list[str] = field(default_factory=lambda: ["agentboost.tools.calculator:calculator"])
     system_prompt: str | None = None  # None: the StrandsAgentSpec default
-    max_model_calls: int = 4
-    max_response_tokens: int = 512
-    timeout_s: float = 300.0
-    agent_type: str = "calculator"
+    max_model_calls: int = 4  # model calls per episode (each tool round is one)
+    max_response_tokens: int = 512  # sampled tokens per episode, all calls together
+    timeout_s: float = 300.0  # wall time per episode; past it the episode is a timeout
+    agent_type: str = "calculator"  # the kind of agent, for the per-type default reward
     # the policy's reasoning markers: auto (from its chat template), none, or a format or family name
     # (think, qwen3, deepseek_r1, ...): tool calls, the final answer and rewards read the content only
     reasoning: str = "auto"
@@ -66,9 +68,9 @@ class AgentConfig:
 
 @dataclass
 class RewardConfig:
-    name: str = "exact_answer"
-    failed_reward: float = 0.0
-    group_policy: str = "keep"  # "keep" | "drop"
+    name: str = "exact_answer"  # a registered reward (exact_answer, code, math, ...) or module:function
+    failed_reward: float = 0.0  # the reward of an episode that failed (timeout, crash, error)
+    group_policy: str = "keep"  # "keep": failed episodes stay in their group; "drop": groups with one are dropped
 
 
 @dataclass
@@ -88,20 +90,20 @@ class EnvConfig:
 
 @dataclass
 class SamplingConfig:
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 128
+    temperature: float = 1.0  # training samples' temperature
+    top_p: float = 1.0  # nucleus sampling for training samples
+    max_new_tokens: int = 128  # tokens per model call while training
 
 
 @dataclass
 class ValidationConfig:
     every: int = 0  # steps; 0: only at the start and the end
-    at_start: bool = True
-    max_tasks: int = 64
+    at_start: bool = True  # validate before the first step (the baseline)
+    max_tasks: int = 64  # validation tasks used, from the start of val_file
     k: int = 4  # samples per task for pass@k
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_new_tokens: int = 128
+    temperature: float = 0.7  # validation samples' temperature
+    top_p: float = 1.0  # nucleus sampling for validation samples
+    max_new_tokens: int = 128  # tokens per model call in validation
     # after the final validation: `agentboost eval` of the trained policy against model.path on the
     # same held-out tasks (k samples each, the run's seed), written to <run>/compare_to_base/
     compare_to_base: bool = False
@@ -111,22 +113,22 @@ class ValidationConfig:
 class AlgorithmConfig:
     adv_estimator: str = "grpo"  # any estimator veRL registers that needs no critic (see trainer/loss.py)
     policy_loss: str = "vanilla"  # any policy loss veRL registers: vanilla (PPO clip), gspo, gpg, cispo, ...
-    norm_adv_by_std: bool = True
-    clip_ratio_low: float = 0.2
-    clip_ratio_high: float = 0.28
-    clip_ratio_c: float = 3.0
-    loss_agg_mode: str = "seq-mean-token-mean"
+    norm_adv_by_std: bool = True  # divide group advantages by the group's standard deviation
+    clip_ratio_low: float = 0.2  # PPO clip below 1
+    clip_ratio_high: float = 0.28  # PPO clip above 1 (DAPO's clip-higher)
+    clip_ratio_c: float = 3.0  # dual-clip bound for negative advantages
+    loss_agg_mode: str = "seq-mean-token-mean"  # how token losses aggregate (veRL's modes)
     kl_coef: float = 0.0  # > 0: KL to the reference policy (the base model, adapters disabled)
-    kl_type: str = "low_var_kl"
+    kl_type: str = "low_var_kl"  # the KL estimator (veRL's names)
     gamma: float = 1.0  # reinforce_plus_plus
 
 
 @dataclass
 class OptimConfig:
-    lr: float = 1e-4
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    grad_clip: float = 1.0
+    lr: float = 1e-4  # AdamW learning rate
+    weight_decay: float = 0.0  # AdamW weight decay
+    warmup_steps: int = 0  # linear warm-up steps of the learning rate
+    grad_clip: float = 1.0  # gradient norm clip
     micro_batch_tokens: int = 4096  # token budget per micro-batch; gradients accumulate over the step
     updates_per_step: int = 1  # passes over the step's data
     # decoder layers recomputed in backward: about half the update's peak memory for one more forward pass
@@ -135,16 +137,16 @@ class OptimConfig:
 
 @dataclass
 class RunConfig:
-    steps: int = 10
-    seed: int = 0
-    checkpoint_every: int = 5
+    steps: int = 10  # training steps
+    seed: int = 0  # seeds the task order, sampling and initialisation
+    checkpoint_every: int = 5  # steps between checkpoints (and one at the end)
     max_wall_s: float = 0.0  # 0: no limit
     max_cost: float = 0.0  # 0: no limit; stops when elapsed hours x cost_per_hour reaches it
-    cost_per_hour: float = 0.0
-    workers: int = 1
-    slots: int = 8
+    cost_per_hour: float = 0.0  # what an hour of this machine costs, for max_cost
+    workers: int = 1  # rollout worker processes
+    slots: int = 8  # episodes in flight per worker
     max_batch: int = 32  # requests the local sampler decodes together (at most workers x slots)
-    tensorboard: bool = True
+    tensorboard: bool = True  # write TensorBoard logs under the run directory
     wandb_project: str = ""  # set to log to W&B (WANDB_MODE=offline works)
     prometheus_port: int = 0  # > 0: this run's metrics at http://127.0.0.1:PORT/metrics
     # a step in which this share of episodes failed (timeout, crash, error) stops the run with the
