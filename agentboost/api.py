@@ -215,16 +215,8 @@ def _prepared_trainer(cfg_in: "GRPOConfig", run_dir: Path, training_data, evalua
         if calls is not None and calls != agent.max_model_calls:
             raise APIError(f"two call limits: GRPOConfig.max_steps_per_trajectory={calls} and the agent's "
                            f"max_model_calls={agent.max_model_calls}; set one of them")
-        factory = agent.factory if agent.factory is None or isinstance(agent.factory, str) else _import_path(agent.factory)
         # every field of the spec reaches the run: what the spec says is what trains
-        overrides += [f"agent.tools={json.dumps([t if isinstance(t, str) else _import_path(t) for t in agent.tools])}",
-                      f"agent.system_prompt={json.dumps(agent.system_prompt)}",
-                      f"agent.max_model_calls={agent.max_model_calls}",
-                      f"agent.max_response_tokens={agent.max_response_tokens}",
-                      f"agent.timeout_s={agent.timeout_s}", f"agent.agent_type={json.dumps(agent.agent_type)}",
-                      f"agent.reasoning={json.dumps(agent.reasoning)}",
-                      f"agent.tool_parser={json.dumps(agent.tool_parser)}",
-                      f"agent.factory={json.dumps(factory or '')}"]
+        overrides += [f"agent.{k}={json.dumps(v)}" for k, v in agent.as_config().items()]
     cfg = load_config(None, overrides + cfg_in.training_overrides())
     if evaluation_data is None:
         cfg.validation.at_start = False

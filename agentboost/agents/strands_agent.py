@@ -98,6 +98,14 @@ class StrandsAgentSpec:
                 raise AgentSpecError(f"reasoning: {e}") from None
         return self
 
+    def as_config(self) -> dict[str, Any]:
+        """The spec as a training configuration's ``agent`` keys (what a YAML file or a job says):
+        tools and factory as import paths, so that worker processes and services import them."""
+        return {"tools": [_path_of(t, "tool") for t in self.tools], "system_prompt": self.system_prompt,
+                "max_model_calls": self.max_model_calls, "max_response_tokens": self.max_response_tokens,
+                "timeout_s": self.timeout_s, "agent_type": self.agent_type, "reasoning": self.reasoning,
+                "tool_parser": self.tool_parser, "factory": _path_of(self.factory, "agent factory") if self.factory else ""}
+
     def build(self, model) -> Any:
         """The Strands ``Agent`` around ``model`` (a ``TrainableModel``)."""
         tools = resolve_tools(self.tools)
@@ -111,6 +119,17 @@ class StrandsAgentSpec:
         # bounded by max_model_calls instead.
         return Agent(model=model, tools=tools, system_prompt=self.system_prompt, callback_handler=None,
                      conversation_manager=NullConversationManager())
+
+
+def _path_of(obj: Any, what: str) -> str:
+    """An import path as it is, or the path of a module-level object (other processes import it)."""
+    if isinstance(obj, str):
+        return obj
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "") or getattr(obj, "__name__", "")
+    if not module or module == "__main__" or "<" in name or not name:
+        raise AgentSpecError(f"{what} {obj!r} must be importable by other processes (a module-level object in an "
+                             "importable module), or given as module:name")
+    return f"{module}:{name}"
 
 
 _warned_alias = False

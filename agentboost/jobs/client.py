@@ -42,9 +42,14 @@ class TrainingClient:
             raise JobServiceError(e.code, msg) from None
 
     def start_training(self, name: str, config: dict[str, Any], training_data: list, evaluation_data: list | None = None,
-                       reward: str = "exact_answer") -> str:
-        return self._call("POST", "/jobs", {"name": name, "config": config, "training_data": training_data,
-                                            "evaluation_data": evaluation_data, "reward": reward})["job_id"]
+                       reward: str = "exact_answer", agent: Any = None) -> str:
+        """``agent``: the agent's keys as a dict, or a ``StrandsAgentSpec`` (its tools and factory as
+        import paths the service's Python can import)."""
+        body = {"name": name, "config": config, "training_data": training_data, "evaluation_data": evaluation_data,
+                "reward": reward}
+        if agent is not None:
+            body["agent"] = agent if isinstance(agent, dict) else agent.as_config()
+        return self._call("POST", "/jobs", body)["job_id"]
 
     def get_status(self, job_id: str) -> dict[str, Any]:
         return self._call("GET", f"/jobs/{job_id}")

@@ -14,7 +14,8 @@ not reach loopback or private addresses unless the service is started with
 ``--allow-private-webhooks``. At most ``--max-running`` jobs (default 2) run at once; the rest wait
 in state ``queued``, oldest first. Every input error is a 4xx with a one-line reason.
 
-    POST /jobs                    {"name", "config": GRPOConfig fields, "training_data", "evaluation_data"?, "reward"?}
+    POST /jobs                    {"name", "config": GRPOConfig fields, "training_data", "evaluation_data"?, "reward"?,
+                                   "agent"?: agent keys (tools, factory, system_prompt, max_model_calls, ...)}
     GET  /jobs                    all jobs' status
     GET  /jobs/{id}               one job's status (state, step, loss, validation accuracy, budget used)
     POST /jobs/{id}/cancel        clean stop: the step finishes, a checkpoint is written
@@ -90,7 +91,7 @@ def make_app(store: JobStore, allow_private_webhooks: bool = False) -> web.Appli
             if b.get(key) is not None and not isinstance(b[key], list):
                 raise InputError(f"{key} must be a list of task rows, got {type(b[key]).__name__}")
         job_id = await blocking(store.start, b.get("name"), config, b.get("training_data") or [],
-                                b.get("evaluation_data"), b.get("reward", "exact_answer"))
+                                b.get("evaluation_data"), b.get("reward", "exact_answer"), b.get("agent"))
         return web.json_response({"job_id": job_id}, status=201)
 
     async def list_jobs(request: web.Request) -> web.Response:

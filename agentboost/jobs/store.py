@@ -50,6 +50,28 @@ def check_name(value: Any, what: str) -> str:
     return value
 
 
+def _agent_overrides(agent: Any, grpo: GRPOConfig) -> list[str]:
+    """The job's ``agent`` object as dotted overrides; a key that is not an agent key, or a call
+    limit that contradicts ``max_steps_per_trajectory``, is refused naming both."""
+    if agent is None:
+        return []
+    import dataclasses
+
+    from ..trainer.config import AgentConfig
+
+    if not isinstance(agent, dict):
+        raise JobError(f"agent must be an object of agent keys, got {type(agent).__name__}")
+    names = [f.name for f in dataclasses.fields(AgentConfig)]
+    unknown = [k for k in agent if k not in names]
+    if unknown:
+        raise JobError(f"agent: unknown keys {unknown}; agent keys: {', '.join(names)}")
+    calls = grpo.max_steps_per_trajectory
+    if calls is not None and "max_model_calls" in agent and agent["max_model_calls"] != calls:
+        raise JobError(f"two call limits: config.max_steps_per_trajectory={calls} and agent.max_model_calls="
+                       f"{agent['max_model_calls']}; set one of them")
+    return [f"agent.{k}={json.dumps(v)}" for k, v in agent.items()]
+
+
 def _proc_fields(pid: int) -> list[str] | None:
     """/proc/PID/stat after the command name: [state, ppid, ...]; field 19 is the start time."""
     try:
@@ -96,9 +118,12 @@ class JobStore:
         atomic_write_text(d / "job.json", json.dumps(meta, indent=1))
 
     def start(self, name: str, config: dict[str, Any], training_data: list, evaluation_data: list | None = None,
-              reward: str = "exact_answer") -> str:
+              reward: str = "exact_answer", agent: dict[str, Any] | None = None) -> str:
+        """``agent``: the agent's keys (``agentboost config``'s ``agent.*``: tools, factory, system
+        prompt, call limits, tool parser, ...), as in a training config."""
         check_name(name, "job name")
         grpo = GRPOConfig.from_dict(config or {})
+        agent_overrides = _agent_overrides(agent, grpo)
         if not isinstance(reward, str) or not reward:
             raise JobError("reward must be a registered reward name or module:function")
         owned = [k for k in grpo.overrides if k in ("data.train_file", "data.val_file", "run.run_dir")]
@@ -121,7 +146,7 @@ class JobStore:
                 overrides.append("validation.at_start=false")
             from ..trainer.config import load_config, save_config
 
-            cfg = load_config(None, overrides + grpo.training_overrides())  # validated before anything starts
+            cfg = load_config(None, overrides + agent_overrides + grpo.training_overrides())  # validated first
             from ..trainer.preflight import preflight
 
             preflight(cfg, "job")  # rewards, tools, model, ports, sandbox: the same check as `train`

@@ -56,6 +56,10 @@ def check_config_sandbox(cfg: TrainConfig) -> str | None:
 
 
 def environment(cfg: TrainConfig) -> StrandsEnv:
+    from .config import shaping_config
+
     return StrandsEnv(reward=cfg.reward.name, failed_reward=cfg.reward.failed_reward,
+                      prompt_template=cfg.env.prompt_template or None,
+                      shaping=shaping_config(cfg.reward.shaping) if cfg.reward.shaping else None,
                       conversation=cfg.env.conversation or None,
                       conversation_options=dict(cfg.env.conversation_options))

@@ -71,6 +71,9 @@ class RewardConfig:
     name: str = "exact_answer"  # a registered reward (exact_answer, code, math, ...) or module:function
     failed_reward: float = 0.0  # the reward of an episode that failed (timeout, crash, error)
     group_policy: str = "keep"  # "keep": failed episodes stay in their group; "drop": groups with one are dropped
+    # shaping terms added to the outcome (rewards/shaping.py: tool_success, verification, step_penalty
+    # and their caps; verification_outcomes); {}: none
+    shaping: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -86,6 +89,9 @@ class EnvConfig:
     # (a user simulator answers the agent); "": one prompt per episode
     conversation: str = ""
     conversation_options: dict[str, Any] = field(default_factory=dict)  # the factory's keyword arguments
+    # a str.format template over the task's fields that makes the prompt, e.g. "Answer with a number: {question}";
+    # "": the task's question as it is
+    prompt_template: str = ""
 
 
 @dataclass
@@ -304,6 +310,22 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"override {text!r}: the value is not valid YAML ({problem})") from None
 
 
+def _text_for_text_keys(cfg: TrainConfig, text: str) -> tuple[str, Any]:
+    """An override's key and value; a key that holds text takes the text as written (YAML would make
+    ``Answer: {question}`` a mapping and ``null`` None)."""
+    key, _, raw = text.partition("=")
+    obj: Any = cfg
+    parts = key.strip().split(".")
+    for part in parts[:-1]:
+        obj = getattr(obj, part, None)
+    if len(parts) == 2 and dataclasses.is_dataclass(obj) and _hints(type(obj)).get(parts[-1]) is str:
+        value = raw.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            return parse_override(text)  # quoted: YAML unquotes it
+        return key.strip(), value
+    return parse_override(text)
+
+
 def load_config(path: str | Path | None, overrides: list[str] = (), for_training: bool = True) -> TrainConfig:
     """The configuration at ``path`` (or the defaults) with dotted overrides, validated;
     ``for_training=False`` (evaluation) needs no training data."""
@@ -330,7 +352,7 @@ def load_config(path: str | Path | None, overrides: list[str] = (), for_training
             if value and not Path(value).is_absolute() and (p.parent / value).exists():
                 setattr(cfg.data, key, str((p.parent / value).resolve()))
     for text in overrides:
-        key, value = parse_override(text)
+        key, value = _text_for_text_keys(cfg, text)
         nested: dict[str, Any] = {}
         cur = nested
         parts = key.split(".")
@@ -378,6 +400,32 @@ def validate(cfg: TrainConfig, where: str, for_training: bool = True) -> None:
     if for_training and not cfg.data.train_file:
         raise ConfigError(f"{where}: data.train_file is required")
     check_bounds(cfg, where)
+    if cfg.reward.shaping:
+        shaping_config(cfg.reward.shaping, where)
+
+
+def shaping_config(values: dict[str, Any], where: str = "config"):
+    """``reward.shaping`` as the ``ShapingConfig`` it names; a bad key or value is a ``ConfigError``."""
+    import dataclasses as dc
+
+    from ..rewards.shaping import ShapingConfig
+
+    names = [f.name for f in dc.fields(ShapingConfig)]
+    unknown = [k for k in values if k not in names]
+    if unknown:
+        raise ConfigError(f"{where}: reward.shaping: unknown {', '.join(map(repr, unknown))}; known: {', '.join(names)}")
+    values = dict(values)
+    for k, v in values.items():
+        if k == "verification_outcomes":
+            if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
+                raise ConfigError(f"{where}: reward.shaping.verification_outcomes must be a list of outcome names")
+            values[k] = tuple(v)
+        elif isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ConfigError(f"{where}: reward.shaping.{k} must be a finite number, got {v!r}")
+    try:
+        return ShapingConfig(**values)
+    except ValueError as e:
+        raise ConfigError(f"{where}: reward.shaping: {e}") from None
 
 
 # Documented bounds of the numeric keys: (low, high, low inclusive, high inclusive); None is open.

@@ -183,3 +183,31 @@ def test_jobs_over_the_limit_queue_and_a_queued_job_cancels(tmp_path, smollm2_pa
         assert state(second) == "cancelled" and s.store.start_queued() == []
     finally:
         s.stop()
+
+
+def test_the_same_agent_in_yaml_and_in_a_job_records_the_same_config(tmp_path):
+    import yaml
+
+    from agentboost.agents.strands_agent import StrandsAgentSpec
+    from agentboost.trainer.config import load_config
+
+    spec = StrandsAgentSpec(tools=["agentboost.tools.calculator:calculator"], factory="helpers:recording_factory",
+                            max_model_calls=9, system_prompt="Use the calculator.", tool_parser="hermes")
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"agent": spec.as_config()}))
+    from_yaml = load_config(config, [], for_training=False).to_dict()["agent"]
+    s = Service(tmp_path / "jobs", max_running=1)
+    try:
+        status, payload = s.request("POST", "/jobs", {**OK, "agent": spec.as_config()})
+        assert status == 201, payload
+        job = json.loads(payload)["job_id"]
+        s.request("POST", f"/jobs/{job}/cancel", {})
+        from_job = yaml.safe_load((s.store.root / job / "config.yaml").read_text())["agent"]
+        assert from_job == from_yaml and from_job["factory"] == "helpers:recording_factory"
+        status, payload = s.request("POST", "/jobs", {**OK, "agent": {"max_model_calls": 9, "nope": 1}})
+        assert status == 400 and "agent: unknown keys ['nope']" in json.loads(payload)["error"]
+        status, payload = s.request("POST", "/jobs", {**OK, "config": {"max_steps_per_trajectory": 4},
+                                                      "agent": {"max_model_calls": 9}})
+        assert status == 400 and "two call limits" in json.loads(payload)["error"]
+    finally:
+        s.stop()
