@@ -123,8 +123,6 @@ class LocalEngine:
     def __init__(self, model, tokenizer, max_batch_size: int = 8, batch_wait_s: float = 0.01,
                  device: str | None = None, min_shared_prefix: int = 32, schedule: str = "oldest-episode",
                  continuation_wait_s: float = 0.5):
-        import torch
-
         if schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {schedule!r}; expected one of {', '.join(SCHEDULES)}")
         self.model = model
@@ -137,7 +135,8 @@ class LocalEngine:
         # shorter common prefixes are prefilled per row (0 turns prefix sharing off)
         self.min_shared_prefix = min_shared_prefix
         self.batch_wait_s = batch_wait_s
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        # where the model was loaded (load_policy: model.device); ``device`` moves it
+        self.device = device or str(next(model.parameters()).device)
         self.model.to(self.device)
         self.eos_token_id = tokenizer.eos_token_id
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_id

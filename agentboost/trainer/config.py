@@ -27,7 +27,11 @@ class ConfigError(InputError):
 
 @dataclass
 class ModelConfig:
-    path: str = "smollm2-135m-instruct"  # embedded name or HF model directory
+    # an embedded model's name, a Hugging Face model directory, or a hub id (org/name) found in the
+    # local Hugging Face cache (downloaded first where the network allows)
+    path: str = "smollm2-135m-instruct"
+    dtype: str = "float32"  # the weights' dtype: float32, bfloat16, float16, or auto (bfloat16 on a GPU that has it)
+    device: str = "auto"  # auto (a CUDA GPU when there is one), cpu, cuda or cuda:N
     lora: bool = True  # False: full fine-tuning
     lora_r: int = 16  # the LoRA rank
     lora_alpha: int = 32  # the LoRA scaling numerator (scale = alpha / r)
@@ -207,6 +211,7 @@ def _choices() -> dict[str, tuple[str, ...]]:
     from .loss import advantage_estimators, policy_losses
 
     return {
+        "model.dtype": ("float32", "bfloat16", "float16", "auto"),
         "agent.reasoning": ("auto", *reasoning_formats()),
         "agent.tool_parser": ("auto", *registered_tool_parsers()),
         "algorithm.adv_estimator": tuple(advantage_estimators()),
@@ -400,6 +405,10 @@ def validate(cfg: TrainConfig, where: str, for_training: bool = True) -> None:
     if for_training and not cfg.data.train_file:
         raise ConfigError(f"{where}: data.train_file is required")
     check_bounds(cfg, where)
+    import re
+
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.model.device):
+        raise ConfigError(f"{where}: model.device must be auto, cpu, cuda or cuda:N; got {cfg.model.device!r}")
     if cfg.reward.shaping:
         shaping_config(cfg.reward.shaping, where)
 

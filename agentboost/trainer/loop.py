@@ -167,7 +167,7 @@ class Trainer:
 
         cfg = self.cfg
         self.model_path = str(resolve_model_path(cfg.model.path))
-        model, self.tokenizer = load_policy(self.model_path)
+        model, self.tokenizer = load_policy(self.model_path, dtype=cfg.model.dtype, device=cfg.model.device)
         self.ref_model = None
         if cfg.model.lora:
             from peft import LoraConfig, get_peft_model

@@ -55,9 +55,10 @@ def preflight(cfg: TrainConfig, where: str = "config", load_data: bool = True) -
                     raise ConfigError(f"{where}: data.{key} {path} cannot be read")
                 if not load_tasks(path, question_field=cfg.data.question_field):
                     raise ConfigError(f"{where}: data.{key} {path} holds no tasks")
-    from ..models.loading import check_model_path
+    from ..models.loading import check_device, check_model_path
 
     check_model_path(cfg.model.path)
+    check_device(cfg.model.device)
     agent_spec(cfg).validate()
     environment(cfg).validate()
     if cfg.run.prometheus_port and not _port_free(cfg.run.prometheus_port):
