@@ -25,9 +25,10 @@ PY=${PYTHON:-python3}
 # `agentboost sandbox info` what is missing, and runs of model-written code refuse to start.
 if ! command -v bwrap >/dev/null 2>&1; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null; }
+    apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1; } \
+      || echo "setup.sh: note: apt-get could not install bubblewrap; \`agentboost sandbox info\` says what is missing" >&2
   elif [ "$(id -u)" = "0" ] && command -v dnf >/dev/null 2>&1; then
-    dnf install -y -q bubblewrap
+    dnf install -y -q bubblewrap || echo "setup.sh: note: dnf could not install bubblewrap" >&2
   else
     echo "setup.sh: note: bubblewrap (bwrap) is not installed; the code sandbox needs it to isolate model-written code (ask an administrator: apt-get install bubblewrap)" >&2
   fi

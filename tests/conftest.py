@@ -2,8 +2,20 @@
 The markers (slow, vllm, integration, gpu) are registered in pyproject.toml; tests/README.md says
 what each folder covers and how to run a part of the suite."""
 
+import os
+
 import pytest
 from helpers import QWEN3_DIR
+
+
+def pytest_configure(config):
+    # Where the sandbox cannot isolate (no bubblewrap, no user namespaces: a laptop without root),
+    # the tests that run model-written code still run, on the weak sandbox, and the attack tests skip
+    # saying why; under CI=true, tests/sandbox/test_weak_refusal.py fails instead (CI must isolate).
+    from agentboost.sandbox.runner import protections
+
+    if not protections()["isolated"]:
+        os.environ.setdefault("AGENTBOOST_SANDBOX_ALLOW_WEAK", "1")
 
 
 def pytest_runtest_setup(item):

@@ -71,3 +71,14 @@ def test_allowing_a_weak_sandbox_warns_and_reaches_the_workers(monkeypatch):
     warning = check_sandbox("code", [], True)
     assert warning.startswith("weak sandbox: model-written code is not isolated from the host (bubblewrap")
     assert os.environ["AGENTBOOST_SANDBOX_ALLOW_WEAK"] == "1"  # the rollout workers inherit it
+
+
+def test_ci_has_an_isolating_sandbox():
+    # CI installs bubblewrap (setup.sh, as root): there the sandbox must isolate, or this fails
+    from agentboost.sandbox.runner import protections
+
+    if os.environ.get("CI", "").lower() != "true":
+        import pytest
+
+        pytest.skip("outside CI a machine without bubblewrap runs the weak sandbox (see tests/conftest.py)")
+    assert protections()["isolated"], protections()["missing"]
