@@ -15,7 +15,7 @@ def add_data(sub) -> None:
     prep = add_command(dsub, "prepare", cmd_data_prepare, help="convert a dataset to train.parquet / test.parquet",
                        description="Convert a dataset into the project's task schema. Datasets: "
                                    + "; ".join(f"{k}: {v.description}" for k, v in PREPARERS.items()))
-    prep.add_argument("name", choices=sorted(PREPARERS))
+    prep.add_argument("name", choices=sorted(PREPARERS), help="the dataset to prepare")
     prep.add_argument("--out", required=True, help="output directory")
     prep.add_argument("--source", help="local .json/.jsonl/.parquet file or Hugging Face dataset name")
     prep.add_argument("--config", help="dataset config (deepcoder: taco, lcbv5, primeintellect)")
@@ -31,7 +31,7 @@ def add_data(sub) -> None:
                                            "statement states, else the judge's default)")
     prep.add_argument("--drop-images", action="store_true",
                       help="reject problems whose statement has an image (default: keep them, flagged has_image)")
-    prep.add_argument("--seed", type=int, default=0)
+    prep.add_argument("--seed", type=int, default=0, help="seed of the train/test split (default: 0)")
     prep.add_argument("--limit", type=int, help="read at most this many rows")
     prep.add_argument("--verl-agent", metavar="NAME",
                       help="also write verl_train.parquet / verl_test.parquet: veRL rows run by this agent loop")
@@ -42,8 +42,8 @@ def add_data(sub) -> None:
     vrl.add_argument("--out", required=True, help="output .parquet file")
     vrl.add_argument("--agent-name", default="strands_agent",
                      help="the agent loop's name in the agent-loop YAML (default: strands_agent)")
-    vrl.add_argument("--question-field", default="question")
-    vrl.add_argument("--id-field", default="task_id")
+    vrl.add_argument("--question-field", default="question", help="task field holding the prompt (default: question)")
+    vrl.add_argument("--id-field", default="task_id", help="task field holding the id (default: task_id)")
 
 
 def cmd_data_prepare(args) -> int:

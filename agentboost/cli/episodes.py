@@ -9,14 +9,14 @@ def add_check(sub) -> None:
     p = add_command(sub, "check", cmd_check, help="verify the token invariant of every episode in a JSONL file",
                     description="Verify, from the JSONL alone, that in every segment the tokens under loss "
                                 "mask 1 are exactly the response_ids of its calls.")
-    p.add_argument("episodes")
+    p.add_argument("episodes", help="an episode JSONL file (rollout, a run's episodes/, an export)")
 
 
 def add_stats(sub) -> None:
     p = add_command(sub, "stats", cmd_stats,
                     help="tables over an episodes file (code categories, tool outcomes, statuses)",
                     description="Episodes by code category, test_code calls by outcome, statuses and tool calls.")
-    p.add_argument("episodes")
+    p.add_argument("episodes", help="an episode JSONL file (rollout, a run's episodes/, an export)")
     p.add_argument("--tasks", help="tau2 episodes: the task file they ran on (`data prepare tau2`), for the null "
                                    "baseline and the success rate on non-trivial tasks")
 

@@ -15,7 +15,7 @@ def add_jobs(sub) -> None:
                                 "ROOT/token (owner-only).")
     s.add_argument("--root", default="jobs", help="jobs directory (default: jobs)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
-    s.add_argument("--port", type=int, default=8765)
+    s.add_argument("--port", type=int, default=8765, help="port to listen on (default: 8765)")
     s.add_argument("--max-running", type=int, default=2, help="jobs that train at once; the rest queue (default: 2)")
     s.add_argument("--allow-private-webhooks", action="store_true",
                    help="deliver webhooks to loopback, private and link-local addresses too (refused by default)")

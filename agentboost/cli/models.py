@@ -14,7 +14,7 @@ def add_models(sub) -> None:
                        help="dequantise an embedded model into the cache (atomic, verified)",
                        description="Dequantise an embedded model's GGUF into the cache directory "
                                    "(AGENTBOOST_CACHE_DIR, default ~/.cache/agentboost).")
-    prep.add_argument("name", nargs="?", default="smollm2-135m-instruct")
+    prep.add_argument("name", nargs="?", default="smollm2-135m-instruct", help="embedded model (default: smollm2-135m-instruct)")
     prep.add_argument("--cache-dir", help="cache directory (overrides AGENTBOOST_CACHE_DIR)")
     prep.add_argument("--force", action="store_true", help="prepare again even if a valid cache exists")
     ls = add_command(msub, "list", cmd_models_list, help="list embedded models and whether they are prepared",

@@ -9,9 +9,9 @@ def add_serve(sub) -> None:
     p = add_command(sub, "serve", cmd_serve, help="serve a local model over a vLLM-compatible /v1/completions route",
                     description="Serve a model with the batched local engine behind vLLM's "
                                 "/v1/completions contract (token-id prompts, token ids and logprobs back).")
-    p.add_argument("--model", default="smollm2-135m-instruct")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--model", default="smollm2-135m-instruct", help="embedded name, model directory or hub id (default: smollm2-135m-instruct)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
     p.add_argument("--max-batch-size", type=int, default=8, help="hf engine: requests decoded together (default: 8)")
     add_engine_option(p)
 

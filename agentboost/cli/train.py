@@ -39,14 +39,14 @@ def cmd_config(args) -> int:
 
 def add_plot(sub) -> None:
     p = add_command(sub, "plot", cmd_plot, help="redraw a run's PNG plots", description="Redraw RUN_DIR/plots/*.png.")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", help="a training run directory")
 
 
 def add_export(sub) -> None:
     p = add_command(sub, "export", cmd_export, help="export a run's episodes for fine-tuning or inspection",
                     description="Write selected training episodes of a run (messages and token segments) as JSONL.")
-    p.add_argument("run_dir")
-    p.add_argument("--out", required=True)
+    p.add_argument("run_dir", help="a training run directory")
+    p.add_argument("--out", required=True, help="output JSONL file")
     p.add_argument("--min-reward", type=float, help="keep episodes with reward >= this")
     p.add_argument("--success-only", action="store_true", help="keep episodes whose outcome is a full success")
     p.add_argument("--limit", type=int, help="at most this many episodes")
@@ -62,9 +62,9 @@ def add_sft(sub) -> None:
     p.add_argument("--out", required=True, help="output model directory")
     p.add_argument("--model", default="smollm2-135m-instruct", help="starting model (embedded name or HF directory)")
     p.add_argument("--full", action="store_true", help="full fine-tuning instead of LoRA (merged into the output)")
-    add_options(p, ("--lora-r", 16, None), ("--epochs", 1, None), ("--lr", 1e-4, None),
-                ("--batch-rows", 16, "rows per optimizer step (default: 16)"), ("--micro-batch-tokens", 4096, None),
-                ("--seed", 0, None))
+    add_options(p, ("--lora-r", 16, "LoRA rank (default: 16)"), ("--epochs", 1, "passes over the rows (default: 1)"), ("--lr", 1e-4, "learning rate (default: 1e-4)"),
+                ("--batch-rows", 16, "rows per optimizer step (default: 16)"), ("--micro-batch-tokens", 4096, "token budget per micro-batch (default: 4096)"),
+                ("--seed", 0, "seed of the row order (default: 0)"))
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
 
 
@@ -73,7 +73,7 @@ def add_eval(sub) -> None:
                     help="a checkpoint or model against a baseline, with a paired significance test",
                     description="Run the model and the baseline on the same held-out tasks with the same agent, "
                                 "reward, sampling parameters and seeds; report each one's success rate, mean reward "
-                                "and tool-call rate, the paired difference over tasks with its 95%% CI, a p-value "
+                                "and tool-call rate, the paired difference over tasks with its 95% CI, a p-value "
                                 "(paired sign-flip permutation test over tasks) and whether it is significant.")
     p.add_argument("--model", required=True, help="a training run directory (its newest intact checkpoint), "
                                                   "an embedded model name or a model directory")
@@ -85,7 +85,7 @@ def add_eval(sub) -> None:
                 ("--samples", int, "episodes per task (default: validation.k)"),
                 ("--max-tasks", int, "evaluate on the first N tasks"),
                 ("--seed", 0, "sampling seed, the same for both (default: 0)"),
-                ("--alpha", 0.05, "significance level (default: 0.05)"), ("--workers", 1, None), ("--slots", 16, None),
+                ("--alpha", 0.05, "significance level (default: 0.05)"), ("--workers", 1, "worker processes (default: 1)"), ("--slots", 16, "episodes in flight per worker (default: 16)"),
                 ("--out", "eval", "directory for eval.json and both policies' episodes (default: eval)"))
 
 

@@ -140,3 +140,24 @@ def test_vllm_without_vllm_says_how_to_install_it(monkeypatch):
     with pytest.raises(vllm_server.VLLMNotInstalled, match="setup.sh --vllm"):
         start_policy_server("vllm", "smol")
     assert start_policy_server("auto", "smol")[0] == "hf"
+
+
+def test_every_option_of_every_command_says_what_it_is():
+    import argparse
+
+    from agentboost.cli import build_parser
+
+    missing, texts = [], []
+
+    def walk(parser, path):
+        texts.append(parser.format_help())
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sub in a.choices.items():
+                    walk(sub, [*path, name])
+            elif not a.help and a.dest != "help":
+                missing.append(f"{' '.join(path)} {'/'.join(a.option_strings) or a.dest}")
+
+    walk(build_parser(), [])
+    assert not missing, missing
+    assert not [t for t in texts if "%%" in t]  # a description is not %-formatted: 95%% shows as is
