@@ -212,11 +212,15 @@ def _prepared_trainer(cfg_in: "GRPOConfig", run_dir: Path, training_data, evalua
     if agent is not None:
         agent.validate()
         calls = cfg_in.max_steps_per_trajectory
-        if calls is not None and calls != agent.max_model_calls:
+        spec_default = next(f.default for f in dataclasses.fields(StrandsAgentSpec) if f.name == "max_model_calls")
+        # the guide sets the limit in GRPOConfig and leaves the agent's at its default: that is no
+        # conflict (GRPOConfig's wins, as the guide means); two different limits set on purpose are
+        if calls is not None and calls != agent.max_model_calls and agent.max_model_calls != spec_default:
             raise APIError(f"two call limits: GRPOConfig.max_steps_per_trajectory={calls} and the agent's "
                            f"max_model_calls={agent.max_model_calls}; set one of them")
         # every field of the spec reaches the run: what the spec says is what trains
-        overrides += [f"agent.{k}={json.dumps(v)}" for k, v in agent.as_config().items()]
+        overrides += [f"agent.{k}={json.dumps(v)}" for k, v in agent.as_config().items()
+                      if not (k == "max_model_calls" and calls is not None)]
     cfg = load_config(None, overrides + cfg_in.training_overrides())
     if evaluation_data is None:
         cfg.validation.at_start = False
