@@ -61,15 +61,7 @@ def _type(hint: Any) -> str:
 
 def _bounds(key: str) -> str:
     b = schema.BOUNDS.get(key)
-    if b is None:
-        return ""
-    low, high, low_in, high_in = b
-    parts = []
-    if low is not None:
-        parts.append(f"{'>=' if low_in else '>'} {low:g}")
-    if high is not None:
-        parts.append(f"{'<=' if high_in else '<'} {high:g}")
-    return " and ".join(parts)
+    return schema._describe_bounds(*b) if b is not None else ""  # the words the validation's errors use
 
 
 def rows() -> list[dict[str, str]]:
