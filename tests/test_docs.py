@@ -1,6 +1,6 @@
-"""Every command in ``docs/`` runs: each line of each ```bash block of ``docs/*.md``, from the
-repository root, with the project's environment first on PATH (``agentboost``, ``python``), must
-exit 0 without printing a traceback or an ERROR line."""
+"""Every command in ``docs/`` runs: each ```bash block of ``docs/*.md`` runs as one script
+(``bash -e``), from the repository root, with the project's environment first on PATH
+(``agentboost``, ``python``), and must exit 0 without printing a traceback or an ERROR line."""
 
 import os
 import re
@@ -16,8 +16,8 @@ _BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
 
 
 def commands(path: Path) -> list[str]:
-    return [line.strip() for block in _BLOCK.findall(path.read_text(encoding="utf-8"))
-            for line in block.splitlines() if line.strip() and not line.strip().startswith("#")]
+    """The page's bash blocks, each one script."""
+    return [block for block in _BLOCK.findall(path.read_text(encoding="utf-8")) if block.strip()]
 
 
 def test_docs_have_commands():
@@ -29,7 +29,8 @@ def test_docs_have_commands():
 def test_every_command_in_docs_runs(page, tmp_path):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     for command in commands(page):
-        r = subprocess.run(command, shell=True, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+        r = subprocess.run(["bash", "-e", "-c", command], cwd=REPO, env=env, capture_output=True, text=True,
+                           timeout=900)
         assert r.returncode == 0, (page.name, command, r.stderr[-3000:])
         out = r.stdout + r.stderr
         assert "Traceback (most recent call last)" not in out and not re.search(r"^ERROR", out, re.M), (command, out[-3000:])

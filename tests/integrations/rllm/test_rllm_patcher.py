@@ -260,9 +260,11 @@ def test_stale_temporary_file_is_cleaned(tree):
 
 
 def test_rllm_not_installed(tmp_path):
-    import importlib.util
-
-    if importlib.util.find_spec("rllm") is not None:
+    # asked in a fresh interpreter: in this one, pytest has put tests/integrations on sys.path, where
+    # the test folder rllm/ would pass for the package (the test skipped for that reason before)
+    probe = subprocess.run([sys.executable, "-c", "import importlib.util, sys; "
+                            "sys.exit(importlib.util.find_spec('rllm') is not None)"], cwd=tmp_path)
+    if probe.returncode != 0:
         pytest.skip("rLLM is installed in this environment")
     r = subprocess.run([sys.executable, str(REPO / "apply_patches.py"), "--status"], capture_output=True,
                        text=True, cwd=tmp_path, timeout=60)
