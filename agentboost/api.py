@@ -79,6 +79,24 @@ class GRPOConfig:
                if getattr(self, name) is not None]
         return out + [f"{k}={json.dumps(v)}" for k, v in self.overrides.items()]
 
+    def agent_overrides(self, agent: dict[str, Any]) -> list[str]:
+        """An agent's configuration keys (``agentboost config``'s ``agent.*``) as dotted overrides,
+        for the Python API and the job service alike: a key that is not an agent key, or a call
+        limit other than ``max_steps_per_trajectory``, is refused naming both."""
+        from .trainer.config import AgentConfig
+
+        if not isinstance(agent, dict):
+            raise APIError(f"agent must be an object of agent keys, got {type(agent).__name__}")
+        names = [f.name for f in dataclasses.fields(AgentConfig)]
+        unknown = [k for k in agent if k not in names]
+        if unknown:
+            raise APIError(f"agent: unknown keys {unknown}; agent keys: {', '.join(names)}")
+        calls = self.max_steps_per_trajectory
+        if calls is not None and agent.get("max_model_calls", calls) != calls:
+            raise APIError(f"two call limits: GRPOConfig.max_steps_per_trajectory={calls} and the agent's "
+                           f"max_model_calls={agent['max_model_calls']}; set one of them")
+        return [f"agent.{k}={json.dumps(v)}" for k, v in agent.items()]
+
 
 def task_rows(data: Iterable[dict[str, Any]] | str | Path, where: str) -> list[dict[str, Any]]:
     """The guide's rows (``query``, ``expected_outcome``) or agentboost task rows (``question``,
@@ -211,16 +229,13 @@ def _prepared_trainer(cfg_in: "GRPOConfig", run_dir: Path, training_data, evalua
         overrides.append(f"data.val_file={json.dumps(str((data_dir / 'val.jsonl').resolve()))}")
     if agent is not None:
         agent.validate()
-        calls = cfg_in.max_steps_per_trajectory
+        keys = agent.as_config()  # every field of the spec reaches the run: what it says is what trains
         spec_default = next(f.default for f in dataclasses.fields(StrandsAgentSpec) if f.name == "max_model_calls")
-        # the guide sets the limit in GRPOConfig and leaves the agent's at its default: that is no
-        # conflict (GRPOConfig's wins, as the guide means); two different limits set on purpose are
-        if calls is not None and calls != agent.max_model_calls and agent.max_model_calls != spec_default:
-            raise APIError(f"two call limits: GRPOConfig.max_steps_per_trajectory={calls} and the agent's "
-                           f"max_model_calls={agent.max_model_calls}; set one of them")
-        # every field of the spec reaches the run: what the spec says is what trains
-        overrides += [f"agent.{k}={json.dumps(v)}" for k, v in agent.as_config().items()
-                      if not (k == "max_model_calls" and calls is not None)]
+        if cfg_in.max_steps_per_trajectory is not None and keys["max_model_calls"] == spec_default:
+            # the guide sets the limit in GRPOConfig and leaves the agent's at its default: no
+            # conflict, GRPOConfig's is meant; two different limits set on purpose are one
+            del keys["max_model_calls"]
+        overrides += cfg_in.agent_overrides(keys)
     cfg = load_config(None, overrides + cfg_in.training_overrides())
     if evaluation_data is None:
         cfg.validation.at_start = False

@@ -50,28 +50,6 @@ def check_name(value: Any, what: str) -> str:
     return value
 
 
-def _agent_overrides(agent: Any, grpo: GRPOConfig) -> list[str]:
-    """The job's ``agent`` object as dotted overrides; a key that is not an agent key, or a call
-    limit that contradicts ``max_steps_per_trajectory``, is refused naming both."""
-    if agent is None:
-        return []
-    import dataclasses
-
-    from ..trainer.config import AgentConfig
-
-    if not isinstance(agent, dict):
-        raise JobError(f"agent must be an object of agent keys, got {type(agent).__name__}")
-    names = [f.name for f in dataclasses.fields(AgentConfig)]
-    unknown = [k for k in agent if k not in names]
-    if unknown:
-        raise JobError(f"agent: unknown keys {unknown}; agent keys: {', '.join(names)}")
-    calls = grpo.max_steps_per_trajectory
-    if calls is not None and "max_model_calls" in agent and agent["max_model_calls"] != calls:
-        raise JobError(f"two call limits: config.max_steps_per_trajectory={calls} and agent.max_model_calls="
-                       f"{agent['max_model_calls']}; set one of them")
-    return [f"agent.{k}={json.dumps(v)}" for k, v in agent.items()]
-
-
 def _proc_fields(pid: int) -> list[str] | None:
     """/proc/PID/stat after the command name: [state, ppid, ...]; field 19 is the start time."""
     try:
@@ -123,7 +101,7 @@ class JobStore:
         prompt, call limits, tool parser, ...), as in a training config."""
         check_name(name, "job name")
         grpo = GRPOConfig.from_dict(config or {})
-        agent_overrides = _agent_overrides(agent, grpo)
+        agent_overrides = grpo.agent_overrides(agent) if agent is not None else []
         if not isinstance(reward, str) or not reward:
             raise JobError("reward must be a registered reward name or module:function")
         owned = [k for k in grpo.overrides if k in ("data.train_file", "data.val_file", "run.run_dir")]
@@ -210,8 +188,9 @@ class JobStore:
         out.pop("run_dir", None)
         if state == "failed":
             out["error"] = (d / "log.txt").read_text(errors="replace")[-2000:] if (d / "log.txt").is_file() else ""
-        ckpt = d / "run" / "checkpoints" / "latest"
-        out["checkpoint"] = ckpt.read_text().strip() if ckpt.is_file() else None
+        from ..trainer.checkpoint import latest_name  # (it imports torch: not at the service's start)
+
+        out["checkpoint"] = latest_name(d / "run")
         return out
 
     def list(self) -> list[dict[str, Any]]:

@@ -42,13 +42,26 @@ def _hub_unreachable(repo_id: str) -> str | None:
     return None
 
 
-def _hub_refusal(repo_id: str, why: str) -> ModelNotFoundError:
-    from huggingface_hub import constants
+def _hub_snapshot(repo_id: str, download: bool) -> Path | None:
+    """The hub model's directory in the local Hugging Face cache; not cached: downloaded first
+    (``download``, with progress bars) or None when it could be, ``ModelNotFoundError`` saying how
+    to fetch it when it cannot be downloaded here."""
+    cached = _hub_cached(repo_id)
+    if cached is not None:
+        return cached
+    why = _hub_unreachable(repo_id)
+    if why:
+        from huggingface_hub import constants
 
-    return ModelNotFoundError(
-        f"model {repo_id!r} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) and cannot be downloaded "
-        f"here: {why}; fetch it where the network allows (`huggingface-cli download {repo_id}`) and copy that "
-        "cache here (or set HF_HUB_CACHE), or give model.path a model directory")
+        raise ModelNotFoundError(
+            f"model {repo_id!r} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) and cannot be "
+            f"downloaded here: {why}; fetch it where the network allows (`huggingface-cli download {repo_id}`) "
+            "and copy that cache here (or set HF_HUB_CACHE), or give model.path a model directory")
+    if not download:
+        return None
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(repo_id))  # resumable
 
 
 def resolve_model_path(name_or_path: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -57,13 +70,8 @@ def resolve_model_path(name_or_path: str, cache_dir: str | os.PathLike[str] | No
     network allows)."""
     if name_or_path in EMBEDDED_MODELS:
         return prepare_embedded(name_or_path, cache_dir)
-    if _hub_id(name_or_path) and _hub_cached(name_or_path) is None:
-        why = _hub_unreachable(name_or_path)
-        if why:
-            raise _hub_refusal(name_or_path, why)
-        from huggingface_hub import snapshot_download
-
-        snapshot_download(name_or_path)  # tqdm progress bars, resumable
+    if _hub_id(name_or_path):
+        _hub_snapshot(name_or_path, download=True)
     return check_model_path(name_or_path)
 
 
@@ -74,11 +82,8 @@ def check_model_path(name_or_path: str) -> Path | None:
     if name_or_path in EMBEDDED_MODELS:
         return None
     if _hub_id(name_or_path):
-        cached = _hub_cached(name_or_path)
+        cached = _hub_snapshot(name_or_path, download=False)
         if cached is None:
-            why = _hub_unreachable(name_or_path)
-            if why:
-                raise _hub_refusal(name_or_path, why)
             return None
         name_or_path = str(cached)
     path = Path(name_or_path).expanduser()
@@ -116,8 +121,7 @@ def torch_dtype(dtype: Any = "float32", device: str = "cpu"):
 
 
 def check_device(device: str) -> None:
-    """Refuse a device this machine does not have (``ModelNotFoundError`` is the wrong name for it:
-    ``InputError``)."""
+    """Refuse, in one line (``InputError``), a device this machine does not have."""
     import torch
 
     if device.startswith("cuda"):

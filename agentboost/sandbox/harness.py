@@ -306,17 +306,13 @@ def _check(check_code: str, path: str, calls_fd: int, answers_fd: int) -> int:
     return 0
 
 
-_DUMPABLE = [True]
-
-
 def _not_dumpable() -> None:
     """Make this process (and what it forks) unreadable to processes of its own uid."""
-    if _DUMPABLE[0] and sys.platform.startswith("linux"):
+    if sys.platform.startswith("linux"):
         import ctypes
 
         if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
-        _DUMPABLE[0] = False
 
 
 def _checker_child(code: str, cfg: dict, path: str, fds: tuple, keep: tuple, workdir: str) -> None:
@@ -592,20 +588,25 @@ def _receive(stream) -> dict | None:
     return marshal.loads(body)
 
 
+def _write_solution(path: str, source: str) -> None:
+    """``solution.py`` as loaded (tracebacks quote its lines); a fresh file, whatever a test left there."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.write(source)
+
+
 def _restore_solution(compiled: dict) -> None:
-    """Put ``solution.py`` back as loaded, should a test have changed it (tracebacks quote it)."""
+    """Put ``solution.py`` back as loaded, should a test have changed it."""
     try:
         with open(compiled["path"], encoding="utf-8", errors="surrogateescape") as f:
             if f.read() == compiled["source"]:
                 return
     except OSError:
         pass
-    try:
-        os.unlink(compiled["path"])
-    except OSError:
-        pass
-    with open(compiled["path"], "w", encoding="utf-8", errors="surrogateescape") as f:
-        f.write(compiled["source"])
+    _write_solution(compiled["path"], compiled["source"])
 
 
 def _load(message: dict, cfg: dict, home: str) -> dict:
@@ -613,12 +614,7 @@ def _load(message: dict, cfg: dict, home: str) -> dict:
     ``solution.py``, so tracebacks quote its lines)."""
     source, path = message["solution"], os.path.join(home, "solution.py")
     cfg["fn_name"] = message.get("fn_name")
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-    with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
-        f.write(source)
+    _write_solution(path, source)
     try:
         solution: object = compile(source, path, "exec", dont_inherit=True)
     except BaseException as e:  # a SyntaxError is each test's runtime error, raised in its process

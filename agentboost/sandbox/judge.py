@@ -61,13 +61,14 @@ _pool_lock = threading.Lock()
 
 def _take(limits: SandboxLimits, largest_input: int) -> "_Harness":
     """An idle harness for ``limits`` that can hold the problem's largest input, else a new one."""
+    needed = largest_input + (1 << 20)  # the input, written to a file by the harness, and room
     with _pool_lock:
         idle = _pool.get(limits, [])
         for h in idle:
-            if h.input_capacity >= largest_input + (1 << 20):
+            if h.input_capacity >= needed:
                 idle.remove(h)
                 return h
-    return _Harness(limits, max(limits.file_bytes, largest_input + (1 << 20)))
+    return _Harness(limits, max(limits.file_bytes, needed))
 
 
 def _give_back(h: "_Harness") -> None:
@@ -449,17 +450,16 @@ def run_tests(code: str, tests: list[dict[str, Any]], fn_name: str | None = None
 
 def _loaded(code: str, fn_name: str | None, limits: SandboxLimits, largest_input: int) -> _Harness:
     """A harness holding this problem's solution. An idle one that fails to take it (it ended while
-    idle) is replaced by a new one: no code of this problem has run yet, so it is not the answer's
-    fault; a new one that fails raises."""
-    for attempt in range(2):
+    idle) is dropped and the next one tried: no code of this problem has run yet, so it is not the
+    answer's fault. A new one that fails raises (the pool is finite: the loop ends there)."""
+    while True:
         h = _take(limits, largest_input)
-        was_fresh = h.fresh
+        fresh = h.fresh
         if h.load(code, fn_name):
             return h
         status, stderr = h.proc.close()
-        if was_fresh:
+        if fresh:
             raise OSError(f"the judge harness did not start (exit status {status}: {_short(stderr, 300)})")
-    raise OSError("the judge harness did not start")
 
 
 def verdict_counts(outcomes: list[TestOutcome]) -> dict[str, int]:

@@ -49,7 +49,6 @@ _CLONE_NEWNET = 0x40000000
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _MASKED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
-_ISOLATING = ("filesystem_view", "pid_namespace", "network_namespace")
 
 
 @dataclass(frozen=True)
@@ -155,8 +154,6 @@ def protections() -> dict[str, object]:
     info["whole_run_limits"] = groups_ok
     info["whole_run_limits_how"] = how
     if not isolated:
-        if not root and linux and bwrap is None:
-            pass
         missing.append("without a filesystem view of its own the program can read every world-readable "
                        "host file (tasks, run and job directories) and see every process")
     info["isolated"] = isolated

@@ -90,6 +90,12 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, scheduler, train
     return final
 
 
+def latest_name(run_dir: str | Path) -> str | None:
+    """The checkpoint ``checkpoints/latest`` names (``step_000012``), or None before the first."""
+    pointer = Path(run_dir) / "checkpoints" / "latest"
+    return pointer.read_text().strip() if pointer.is_file() else None
+
+
 def _candidates(run_dir: Path) -> list[Path]:
     """Checkpoints, newest first, the one ``latest`` names leading."""
     root = run_dir / "checkpoints"

@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import json
 import math
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -318,6 +319,8 @@ def parse_override(text: str) -> tuple[str, Any]:
 def _text_for_text_keys(cfg: TrainConfig, text: str) -> tuple[str, Any]:
     """An override's key and value; a key that holds text takes the text as written (YAML would make
     ``Answer: {question}`` a mapping and ``null`` None)."""
+    if "=" not in text:
+        return parse_override(text)  # the one error for that
     key, _, raw = text.partition("=")
     obj: Any = cfg
     parts = key.strip().split(".")
@@ -405,8 +408,6 @@ def validate(cfg: TrainConfig, where: str, for_training: bool = True) -> None:
     if for_training and not cfg.data.train_file:
         raise ConfigError(f"{where}: data.train_file is required")
     check_bounds(cfg, where)
-    import re
-
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.model.device):
         raise ConfigError(f"{where}: model.device must be auto, cpu, cuda or cuda:N; got {cfg.model.device!r}")
     if cfg.reward.shaping:
@@ -415,11 +416,9 @@ def validate(cfg: TrainConfig, where: str, for_training: bool = True) -> None:
 
 def shaping_config(values: dict[str, Any], where: str = "config"):
     """``reward.shaping`` as the ``ShapingConfig`` it names; a bad key or value is a ``ConfigError``."""
-    import dataclasses as dc
-
     from ..rewards.shaping import ShapingConfig
 
-    names = [f.name for f in dc.fields(ShapingConfig)]
+    names = [f.name for f in dataclasses.fields(ShapingConfig)]
     unknown = [k for k in values if k not in names]
     if unknown:
         raise ConfigError(f"{where}: reward.shaping: unknown {', '.join(map(repr, unknown))}; known: {', '.join(names)}")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import errno
 import math
 from collections import Counter
-from pathlib import Path
 from typing import Iterable
 
 import torch
@@ -43,9 +42,10 @@ def write_failure(e: BaseException, run_dir) -> RunWriteFailed | None:
     """The named error for an ``OSError`` of writing the run's files, else None."""
     if not isinstance(e, OSError) or e.errno not in WRITE_ERRNOS:
         return None
+    from .checkpoint import latest_name
+
     where = e.filename or run_dir
-    latest = Path(run_dir) / "checkpoints" / "latest"
-    kept = latest.read_text().strip() if latest.is_file() else None
+    kept = latest_name(run_dir)
     return RunWriteFailed(f"cannot write {where}: {e.strerror}; "
                           + (f"the last intact checkpoint {kept} is kept (--resume continues from it)" if kept
                              else "no checkpoint was written yet"))

@@ -40,7 +40,7 @@ from . import batch as batching
 from . import health
 from . import loss as losses
 from .agent_setup import agent_spec, environment
-from .checkpoint import CheckpointError, load_latest_intact, save_checkpoint
+from .checkpoint import CheckpointError, latest_name, load_latest_intact, save_checkpoint
 from .config import TrainConfig, config_from_dict, save_config
 from .metrics import MetricsLogger
 from .preflight import preflight
@@ -328,8 +328,7 @@ class Trainer:
         except KeyboardInterrupt as e:
             if not self.abandoned:
                 raise
-            latest = self.run_dir / "checkpoints" / "latest"
-            kept = latest.read_text().strip() if latest.is_file() else "none"
+            kept = latest_name(self.run_dir) or "none"
             self.metrics.log_event({"event": "cancelled", "step": self.step, "stopped": self.stop_requested,
                                     "abandoned_step": self.step + 1, "checkpoint": kept})
             raise StepAbandoned(f"{self.stop_requested}: step {self.step + 1} did not finish within "

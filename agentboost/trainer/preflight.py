@@ -12,7 +12,6 @@ import os
 import socket
 from pathlib import Path
 
-from ..errors import InputError
 from .agent_setup import agent_spec, check_config_sandbox, environment
 from .config import ConfigError, TrainConfig
 
@@ -53,8 +52,7 @@ def preflight(cfg: TrainConfig, where: str = "config", load_data: bool = True) -
                     raise ConfigError(f"{where}: data.{key} {path} does not exist")
                 if not os.access(path, os.R_OK):
                     raise ConfigError(f"{where}: data.{key} {path} cannot be read")
-                if not load_tasks(path, question_field=cfg.data.question_field):
-                    raise ConfigError(f"{where}: data.{key} {path} holds no tasks")
+                load_tasks(path, question_field=cfg.data.question_field)  # refuses bad or empty files by line
     from ..models.loading import check_device, check_model_path
 
     check_model_path(cfg.model.path)
@@ -71,5 +69,3 @@ def preflight(cfg: TrainConfig, where: str = "config", load_data: bool = True) -
     warning = check_config_sandbox(cfg)
     return [warning] if warning else []
 
-
-__all__ = ["preflight", "InputError"]

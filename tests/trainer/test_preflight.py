@@ -134,3 +134,10 @@ def test_the_users_modules_beside_the_config_import_without_pythonpath(tmp_path,
     assert r.returncode == 0, r.stderr[-3000:]  # the workers import them too
     steps = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert steps and steps[-1]["step"] == 1
+
+
+def test_a_text_key_takes_its_text_and_an_override_without_a_value_is_refused():
+    cfg = load_config(SMOKE, ["env.prompt_template=Answer: {question}", 'run.wandb_project="a b"'])
+    assert cfg.env.prompt_template == "Answer: {question}" and cfg.run.wandb_project == "a b"
+    with pytest.raises(InputError, match="override 'model.path' must look like key.sub=value"):
+        load_config(SMOKE, ["model.path"])
