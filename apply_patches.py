@@ -6,7 +6,7 @@
     python apply_patches.py --revert     # restore the upstream files byte for byte
     python apply_patches.py --dry-run    # say what would change
 
-Run it with the Python of the environment where rLLM is installed. See README, "The rLLM path".
+Run it with the Python of the environment where rLLM is installed. See docs/rllm.md (linked from the README).
 """
 
 import sys

@@ -1,4 +1,4 @@
-"""The quickstart trained on the hf engine and on the vllm engine: wall time to the README's held-out
+"""The quickstart trained on the hf engine and on the vllm engine: wall time to docs/training.md's held-out
 target (pass@1 at least 10 points over the base model), per seed, in one run.
 
 Each (engine, seed) trains the quickstart (`examples/quickstart/config.yaml`: GRPO, LoRA r=16,

@@ -1,5 +1,5 @@
-"""The README's Python API snippet run as a script without a main guard: spawned workers import the
-script again; the run must fail with a clear error within a minute, never hang (issue 26)."""
+"""The Python API snippet (docs/python-api.md) run as a script without a main guard: spawned
+workers import the script again; the run must fail with a clear error within a minute, never hang (issue 26)."""
 
 import os
 import subprocess

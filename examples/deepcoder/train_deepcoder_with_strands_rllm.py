@@ -38,7 +38,7 @@ def check_patched() -> None:
     bad = [f"{st.path}: {st.state}" for st in patcher.status() if st.state != PATCHED]
     if bad:
         raise SystemExit("rLLM is not patched by this agentboost version; run `python apply_patches.py` "
-                         "(README, 'The rLLM path'):\n  " + "\n  ".join(bad))
+                         "(docs/rllm.md):\n  " + "\n  ".join(bad))
 
 
 def register(tasks_dir: str) -> None:

@@ -5,7 +5,7 @@ markers); each family's module registers itself: ``hermes`` (Hermes, Qwen2.5, Qw
 ``qwen3_xml`` (Qwen3-Coder, Qwen3.5), ``llama3_json`` (Llama 3.x), ``mistral``, ``glm45`` (GLM-4.5
 and later), ``kimi_k2``. ``arguments`` types bare-text argument values by the tool's schema.
 ``resolve_tool_parser("auto", chat_template, supports_tools)`` picks the family from the policy's
-chat template. The README's "Model families" section tabulates them and says how to add one.
+chat template. `docs/episodes.md`, "Model families", tabulates them and says how to add one.
 """
 
 from .glm45 import format_glm45, parse_glm45

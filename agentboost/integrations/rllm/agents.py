@@ -27,7 +27,7 @@ from ...files import sha256_bytes
 from ...rewards.shaping import ShapingConfig
 
 _NOT_PATCHED = ("{cls} runs only inside agentboost's override of rLLM's AgentExecutionEngine; this engine "
-                "is rLLM's own. Run `python apply_patches.py` in this environment (README, 'The rLLM path').")
+                "is rLLM's own. Run `python apply_patches.py` in this environment (docs/rllm.md, linked from the README).")
 
 
 def _plain(value: Any) -> Any:

@@ -125,7 +125,7 @@ def find_roots(rllm_root: str | os.PathLike[str] | None = None,
     if rllm is None:
         raise PatchError(
             f"rLLM is not installed in this Python ({sys.executable}). Install rLLM at commit "
-            f"{RLLM_COMMIT[:7]} with its veRL submodule as the README's 'The rLLM path' section says "
+            f"{RLLM_COMMIT[:7]} with its veRL submodule as docs/rllm.md (linked from the README) says "
             "(then run this with that environment's python), or pass --rllm-root DIR.")
     submodule = rllm / "verl"
     if verl_root is None and (rllm / ".gitmodules").is_file() and not (submodule / "verl" / "__init__.py").is_file():

@@ -1,7 +1,7 @@
 """The rLLM path against a real rLLM@1fc3c4b and its veRL fork, where they are installed.
 
 CI has neither (rLLM is not on PyPI; its dependency set is a GPU stack), so these tests skip there
-with the reason below; README, "The rLLM path" -> "What is verified where", gives the recipe for a
+with the reason below; docs/rllm.md, "What is verified where", gives the recipe for a
 CPU environment in which they run.
 """
 
@@ -19,7 +19,7 @@ from helpers import QWEN3_DIR, REPO, AppThread
 
 from agentboost.integrations.rllm import patcher as rp
 
-RECIPE = ("rLLM@1fc3c4b and its veRL fork are not installed here; see README.md, 'The rLLM path' -> "
+RECIPE = ("rLLM@1fc3c4b and its veRL fork are not installed here; see docs/rllm.md, "
           "'What is verified where', for the environment these tests need")
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(importlib.util.find_spec("rllm") is None, reason=RECIPE)]
