@@ -12,7 +12,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("environments and tools", ("agentboost.environments", "agentboost.tools")),
     ("agents: trainable model, episode runner, worker, pool", ("agentboost.agents",)),
     ("trainer, data preparation, integrations, testing aids", ("agentboost.trainer", "agentboost.data",
-                                                              "agentboost.integrations", "agentboost.testing")),
+                                                              "agentboost.integrations", "agentboost.testing",
+                                                              "agentboost.scaffold")),
     ("entry points: command line and Python API", ("agentboost.cli", "agentboost.api", "agentboost.jobs", "agentboost")),
 ]
 

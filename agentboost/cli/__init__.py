@@ -10,13 +10,13 @@ import sys
 
 from .. import __version__
 from ..errors import InputError, RunFailed
-from . import data, episodes, grading, jobs, models, rollout, serve, train
+from . import data, episodes, grading, init, jobs, models, rollout, serve, train
 from .common import UsageError
 
 __all__ = ["UsageError", "build_parser", "main"]
 
 # in the order `agentboost --help` lists them
-COMMANDS = (rollout.add_rollout, models.add_models, serve.add_serve, episodes.add_check, data.add_data,
+COMMANDS = (init.add_init, rollout.add_rollout, models.add_models, serve.add_serve, episodes.add_check, data.add_data,
             grading.add_score, episodes.add_stats, grading.add_sandbox, train.add_train, train.add_config, train.add_plot,
             train.add_export, train.add_sft, train.add_eval, jobs.add_jobs)
 

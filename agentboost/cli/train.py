@@ -121,6 +121,13 @@ def cmd_train(args) -> int:
     except StepAbandoned as e:
         print(f"agentboost train: stopped: {e}", file=sys.stderr)
         return 143
+    if "validation" in result:
+        first, last = result["validation"]["first"], result["validation"]["last"]
+        span = (f"step {first['step']} -> {last['step']}" if first is not last else f"step {last['step']}")
+        pass1 = f"{first['pass@1']:.3f} -> {last['pass@1']:.3f}" if first is not last else f"{last['pass@1']:.3f}"
+        tools = (f"{first['tool_call_rate']:.2f} -> {last['tool_call_rate']:.2f}" if first is not last
+                 else f"{last['tool_call_rate']:.2f}")
+        print(f"validation ({span}, {last['episodes']} episodes): pass@1 {pass1}, tool-call rate {tools}")
     print(f"done: {result['steps']} steps ({result['stopped']}); metrics in {trainer.run_dir / 'metrics.jsonl'}, "
           f"plots in {trainer.run_dir / 'plots'}")
     return 0

@@ -121,6 +121,17 @@ class ValidationConfig:
 
 
 @dataclass
+class WarmStartConfig:
+    """Supervised steps on demonstrations before the first GRPO step: a small model that never calls
+    its tools gives GRPO nothing to reinforce (see ``agents/demonstrations.py``)."""
+    demonstrations: int = 0  # 0: no warm start; N: the first N tasks of tasks_file, answered from their solution
+    tasks_file: str = ""  # tasks with a `solution` to demonstrate, relative to the config file; "": data.train_file
+    epochs: int = 2  # passes over the demonstrations
+    lr: float = 1e-3  # AdamW learning rate of the warm start (its own optimizer; GRPO's starts fresh)
+    batch_rows: int = 8  # model calls (segments) per warm-start optimizer step
+
+
+@dataclass
 class AlgorithmConfig:
     adv_estimator: str = "grpo"  # any estimator veRL registers that needs no critic (see trainer/loss.py)
     policy_loss: str = "vanilla"  # any policy loss veRL registers: vanilla (PPO clip), gspo, gpg, cispo, ...
@@ -166,6 +177,10 @@ class RunConfig:
     # after SIGTERM the step in progress may finish (then a checkpoint) for this long; past it (or
     # at a second SIGTERM) the step is abandoned and the run stops at its last checkpoint
     stop_grace_s: float = 120.0
+    # directories the run's own modules (tools, reward, agent factory) import from, for the trainer,
+    # its workers and a resumed run; loading a config file adds its directory and the working
+    # directory (relative entries are relative to the config file)
+    code_paths: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -194,6 +209,7 @@ class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     run: RunConfig = field(default_factory=RunConfig)
@@ -342,9 +358,6 @@ def load_config(path: str | Path | None, overrides: list[str] = (), for_training
         p = Path(path)
         if not p.is_file():
             raise ConfigError(f"config file {p} does not exist")
-        from ..imports import add_user_paths
-
-        add_user_paths(p.parent, Path.cwd())  # tools.py and reward.py beside the config import by name
         try:
             data = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as e:
@@ -355,10 +368,11 @@ def load_config(path: str | Path | None, overrides: list[str] = (), for_training
         except UnicodeDecodeError as e:
             raise ConfigError(f"{p}: not UTF-8 text (byte {e.start})") from None
         _apply(cfg, data, "", str(p))
-        for key in ("train_file", "val_file"):  # relative paths are relative to the config file
-            value = getattr(cfg.data, key)
+        for section, key in (("data", "train_file"), ("data", "val_file"), ("warm_start", "tasks_file")):
+            # relative paths are relative to the config file
+            value = getattr(getattr(cfg, section), key)
             if value and not Path(value).is_absolute() and (p.parent / value).exists():
-                setattr(cfg.data, key, str((p.parent / value).resolve()))
+                setattr(getattr(cfg, section), key, str((p.parent / value).resolve()))
     for text in overrides:
         key, value = _text_for_text_keys(cfg, text)
         nested: dict[str, Any] = {}
@@ -368,8 +382,25 @@ def load_config(path: str | Path | None, overrides: list[str] = (), for_training
             cur = cur.setdefault(part, {})
         cur[parts[-1]] = value
         _apply(cfg, nested, "", f"override {text!r}")
+    base = Path(path).parent if path is not None else Path.cwd()
+    try:
+        found = [str((base / d).resolve()) for d in cfg.run.code_paths]
+    except (ValueError, OSError) as e:  # a NUL byte, a loop of links
+        raise ConfigError(f"{path or 'defaults'}: run.code_paths: {e}") from None
+    if path is not None:
+        found.append(str(base.resolve()))
+    found.append(str(Path.cwd().resolve()))
+    cfg.run.code_paths = list(dict.fromkeys(found))  # saved in the run's config.yaml: a resume finds them too
+    use_code_paths(cfg)  # tools.py and reward.py beside the config import by name, before the checks
     validate(cfg, str(path) if path else "defaults", for_training)
     return cfg
+
+
+def use_code_paths(cfg: TrainConfig) -> None:
+    """Make ``run.code_paths`` importable here and in the processes this one starts."""
+    from ..imports import add_user_paths
+
+    add_user_paths(*[d for d in cfg.run.code_paths if Path(d).is_dir()])
 
 
 def validate(cfg: TrainConfig, where: str, for_training: bool = True) -> None:
@@ -455,6 +486,10 @@ BOUNDS: dict[str, tuple[float | None, float | None, bool, bool]] = {
     "validation.temperature": (0, 10, True, True),
     "validation.top_p": (0, 1, False, True),
     "validation.max_new_tokens": (1, None, True, False),
+    "warm_start.demonstrations": (0, None, True, False),
+    "warm_start.epochs": (1, None, True, False),
+    "warm_start.lr": (0, 1, False, True),
+    "warm_start.batch_rows": (1, None, True, False),
     "algorithm.clip_ratio_low": (0, None, True, False),
     "algorithm.clip_ratio_high": (0, None, True, False),
     "algorithm.clip_ratio_c": (1, None, False, False),
@@ -514,4 +549,5 @@ def save_config(cfg: TrainConfig, path: Path) -> None:
 def config_from_dict(data: dict[str, Any]) -> TrainConfig:
     cfg = TrainConfig()
     _apply(cfg, json.loads(json.dumps(data)), "", "saved config")
+    use_code_paths(cfg)  # a resumed run imports its tools and reward from where the first one did
     return cfg

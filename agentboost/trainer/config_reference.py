@@ -22,6 +22,7 @@ _SECTIONS = {
     "env": "the episode's environment",
     "sampling": "training samples",
     "validation": "held-out evaluation during and after training",
+    "warm_start": "supervised steps on demonstrations before the first GRPO step",
     "algorithm": "advantages and the policy loss (veRL's registries)",
     "optim": "the optimizer and the update",
     "run": "budgets, checkpoints, logging and workers",

@@ -134,6 +134,8 @@ class Trainer:
         self.step = 0
         self._saved_step = -1
         self.elapsed_before = 0.0
+        self.warm_started = False
+        self.validations: list[dict[str, Any]] = []  # step, pass@1 and tool-call rate of each validation
         self.history: list[dict[str, Any]] = []
         skipped: list[str] = []
         if resume:
@@ -144,8 +146,9 @@ class Trainer:
             self.step = state["step"]
             self.stream.load(state["data"])
             self.elapsed_before = state.get("elapsed_s", 0.0)
+            self.warm_started = bool(state.get("warm_started", False))
             self.log(f"resumed {self.run_dir} at step {self.step} from {ckpt.name}")
-        if self.engine is None and self.step > 0:  # the vLLM server started with the base weights
+        if self.engine is None and (self.step > 0 or self.warm_started):  # the vLLM server started with the base weights
             self.policy_server.publish(self.model, self.step)
         self.metrics = MetricsLogger(self.run_dir, cfg, truncate_after_step=self.step)
         self.prometheus = None
@@ -294,8 +297,10 @@ class Trainer:
         self._t0 = time.perf_counter()
         (self.run_dir / "result.json").unlink(missing_ok=True)  # a resumed run is running again
         try:
-            if self.val_pool is not None and self.cfg.validation.at_start and self.step == 0:
-                self.validate()
+            if self.val_pool is not None and self.cfg.validation.at_start and self.step == 0 and not self.warm_started:
+                self.validate()  # the baseline: the model as given, before any warm start
+            if self.cfg.warm_start.demonstrations and not self.warm_started and self.step == 0:
+                self.warm_start()
             while (reason := self._budget_reason()) is None:
                 step_metrics = self.train_step()
                 every = self.cfg.run.checkpoint_every
@@ -319,6 +324,8 @@ class Trainer:
 
             draw_plots(self.run_dir)
             result = {"steps": self.step, "stopped": reason, "stop_requested": bool(self.stop_requested)}
+            if self.validations:  # this session's first and last validation: what the run changed
+                result["validation"] = {"first": self.validations[0], "last": self.validations[-1]}
             if self.start_warnings:
                 result["warnings"] = list(self.start_warnings)
             self.metrics.log_event({"event": "cancelled" if self.stop_requested else "completed", "step": self.step,
@@ -368,8 +375,23 @@ class Trainer:
                  f"{' (significant)' if d['significant'] else ''}")
         return res
 
+    def warm_start(self) -> dict[str, Any]:
+        """Supervised steps on demonstrations (``trainer/warm_start.py``), then a checkpoint at step 0
+        so that a resumed run does not repeat them."""
+        from .warm_start import run_warm_start
+
+        with self.policy_server.weights_lock:  # the hf engine samples from this very model
+            res = run_warm_start(self.cfg, self.model, self.tokenizer, agent_spec(self.cfg), environment(self.cfg),
+                                 self.model_path, self.run_dir, log=self.log)
+        self.warm_started = True
+        self.metrics.log_event({"event": "warm_start", "step": 0, **res})
+        if self.engine is None:  # the vLLM server samples the warm-started weights from the first step
+            self.policy_server.publish(self.model, 0)
+        self.checkpoint()
+        return res
+
     def checkpoint(self) -> None:
-        state = {"data": self.stream.state(), "elapsed_s": self.elapsed()}
+        state = {"data": self.stream.state(), "elapsed_s": self.elapsed(), "warm_started": self.warm_started}
         path = save_checkpoint(self.run_dir, self.step, self.model, self.optimizer, self.scheduler, state,
                                self.cfg.model.lora)
         self._saved_step = self.step
@@ -532,6 +554,8 @@ class Trainer:
              **{f"val_{name}": v for name, v in reasoning_metrics(episodes).items()},
              **{f"val_{name}": v for name, v in split_metrics(episodes).items()}}
         self.metrics.log_validation(m)
+        self.validations.append({"step": self.step, "pass@1": m["val_pass@1"],
+                                 "tool_call_rate": m["val_tool_call_rate"], "episodes": len(episodes)})
         self.log(f"validation at step {self.step}: reward {m['val_reward_mean']:.3f}  pass@1 {m['val_pass@1']:.3f} "
                  f"(95% CI ±{m['val_success_ci95']:.3f})  pass@{k} {m[f'val_pass@{k}']:.3f}  "
                  f"tools {m['val_tool_call_rate']:.2f}")

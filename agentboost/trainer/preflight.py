@@ -57,6 +57,9 @@ def preflight(cfg: TrainConfig, where: str = "config", load_data: bool = True) -
 
     check_model_path(cfg.model.path)
     check_device(cfg.model.device)
+    from .warm_start import warm_start_tasks
+
+    warm_start_tasks(cfg, where)  # every demonstrated task has a solution
     agent_spec(cfg).validate()
     environment(cfg).validate()
     if cfg.run.prometheus_port and not _port_free(cfg.run.prometheus_port):

@@ -79,8 +79,12 @@ def nll(model, rows: list[TrainRow], pad_id: int) -> tuple[torch.Tensor, int]:
     return per_row.mean(), int(m.sum())
 
 
-def run_sft(rows: list[TrainRow], cfg: SFTConfig, out: str | os.PathLike[str], overwrite: bool = False,
-            log=print) -> dict[str, Any]:
+def train_supervised(model, rows: list[TrainRow], pad_id: int, *, epochs: int, lr: float, batch_rows: int,
+                     micro_batch_tokens: int, grad_clip: float, log=print, label: str = "sft") -> list[dict[str, Any]]:
+    """Cross-entropy on the rows' sampled tokens, ``epochs`` passes in a seeded shuffled order, one
+    AdamW step per ``batch_rows`` rows (its own optimizer); the model's trainable parameters change
+    in place. ``agentboost sft`` and the trainer's warm start are this loop. Returns one record per
+    optimizer step."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -89,6 +93,40 @@ def run_sft(rows: list[TrainRow], cfg: SFTConfig, out: str | os.PathLike[str], o
         TimeElapsedColumn,
     )
 
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    model.train()
+    steps_per_epoch = -(-len(rows) // batch_rows)
+    history: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True,
+                  disable=not sys.stderr.isatty()) as progress:
+        bar = progress.add_task(label, total=epochs * steps_per_epoch)
+        for epoch in range(epochs):
+            order = list(rows)
+            random.shuffle(order)
+            for start in range(0, len(order), batch_rows):
+                step_rows = order[start:start + batch_rows]
+                optimizer.zero_grad(set_to_none=True)
+                loss_sum, tokens = 0.0, 0
+                for mb in micro_batches(step_rows, micro_batch_tokens):
+                    loss, n = nll(model, mb, pad_id)
+                    (loss * len(mb) / len(step_rows)).backward()
+                    loss_sum += float(loss.detach()) * len(mb) / len(step_rows)
+                    tokens += n
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip))
+                optimizer.step()
+                history.append({"step": len(history) + 1, "epoch": epoch + 1, "loss": loss_sum, "tokens": tokens,
+                                "grad_norm": grad_norm, "elapsed_s": time.perf_counter() - t0})
+                progress.advance(bar)
+            log(f"{label} epoch {epoch + 1}/{epochs}: loss {history[-1]['loss']:.4f} "
+                f"(first step {history[0]['loss']:.4f}), {time.perf_counter() - t0:.0f}s")
+    model.eval()
+    return history
+
+
+def run_sft(rows: list[TrainRow], cfg: SFTConfig, out: str | os.PathLike[str], overwrite: bool = False,
+            log=print) -> dict[str, Any]:
     from ..models.loading import load_policy
 
     out = Path(out)
@@ -105,34 +143,9 @@ def run_sft(rows: list[TrainRow], cfg: SFTConfig, out: str | os.PathLike[str], o
 
         model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, task_type="CAUSAL_LM",
                                                  target_modules=list(cfg.lora_target_modules)))
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
-    model.train()
-    steps_per_epoch = -(-len(rows) // cfg.batch_rows)
-    history, t0 = [], time.perf_counter()
-    with Progress(TextColumn("sft"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True,
-                  disable=not sys.stderr.isatty()) as progress:
-        bar = progress.add_task("sft", total=cfg.epochs * steps_per_epoch)
-        for epoch in range(cfg.epochs):
-            order = list(rows)
-            random.shuffle(order)
-            for start in range(0, len(order), cfg.batch_rows):
-                step_rows = order[start:start + cfg.batch_rows]
-                optimizer.zero_grad(set_to_none=True)
-                loss_sum, tokens = 0.0, 0
-                for mb in micro_batches(step_rows, cfg.micro_batch_tokens):
-                    loss, n = nll(model, mb, tok.pad_token_id)
-                    (loss * len(mb) / len(step_rows)).backward()
-                    loss_sum += float(loss.detach()) * len(mb) / len(step_rows)
-                    tokens += n
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
-                optimizer.step()
-                history.append({"step": len(history) + 1, "epoch": epoch + 1, "loss": loss_sum, "tokens": tokens,
-                                "grad_norm": grad_norm, "elapsed_s": time.perf_counter() - t0})
-                progress.advance(bar)
-            log(f"epoch {epoch + 1}/{cfg.epochs}: loss {history[-1]['loss']:.4f} "
-                f"(first step {history[0]['loss']:.4f}), {time.perf_counter() - t0:.0f}s")
-    model.eval()
+    history = train_supervised(model, rows, tok.pad_token_id, epochs=cfg.epochs, lr=cfg.lr,
+                               batch_rows=cfg.batch_rows, micro_batch_tokens=cfg.micro_batch_tokens,
+                               grad_clip=cfg.grad_clip, log=log)
     if cfg.lora:
         model = model.merge_and_unload()
     with atomic_directory(out) as tmp:

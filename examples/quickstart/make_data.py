@@ -4,7 +4,9 @@
 
 Difficulty is chosen so that SmolLM2-135M-Instruct solves some but not all (single-digit addition
 and small subtraction, in a sentence: about 19% of samples at temperature 0.7 for addition), so
-that GRPO groups carry signal.
+that GRPO groups carry signal. Each row carries the ``solution`` a demonstration follows (one
+calculator call, then the answer): ``smoke.yaml``'s warm start (``warm_start.demonstrations``)
+teaches the model to call its calculator from them before GRPO; SmolLM2 never calls it on its own.
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ def problem(rng: random.Random) -> dict:
     a, b = rng.randint(1, 9), rng.randint(1, 9)
     if rng.random() < 0.5:
         q = f"{name} has {a} {thing} and gets {b} more. How many {thing} does {name} have now?"
-        answer = a + b
+        answer, expression = a + b, f"{a} + {b}"
     else:
         a, b = max(a, b) + rng.randint(1, 5), min(a, b)
         q = f"{name} has {a} {thing} and gives away {b}. How many {thing} does {name} have left?"
-        answer = a - b
-    return {"question": q, "answer": str(answer)}
+        answer, expression = a - b, f"{a} - {b}"
+    return {"question": q, "answer": str(answer),
+            "solution": {"calls": [{"name": "calculator", "arguments": {"expression": expression}}],
+                         "answer": f"The answer is {answer}."}}
 
 
 def main() -> None:
