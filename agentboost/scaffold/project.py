@@ -154,7 +154,9 @@ summarises a file; each record holds every token, tool call and reward).
 
 To make it your agent: change the tools, the reward and the tasks; a task needs a `question` (the
 prompt) and whatever your reward reads (`answer` here); `solution` is only needed for the tasks the
-warm start demonstrates. Drop `warm_start` once your model calls its tools without it.
+warm start demonstrates. Drop `warm_start` once your model calls its tools without it. On this small
+task the warm start alone answers nearly everything, so GRPO's groups end up all equal (the run
+warns: no learning signal); harder tasks of your own leave GRPO the work.
 '''
 
 
