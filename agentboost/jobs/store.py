@@ -189,7 +189,12 @@ class JobStore:
     def status(self, job_id: str) -> dict[str, Any]:
         d = self._dir(job_id)
         meta = self._meta(d)
-        run = Run(d / "run").status() if (d / "run" / "config.yaml").is_file() else {"step": 0, "state": "starting"}
+        if (d / "run" / "config.yaml").is_file():
+            run = Run(d / "run").status()
+        else:  # not started: the job's own configuration says how long and how costly it may be
+            planned = (yaml.safe_load((d / "config.yaml").read_text()) or {}).get("run", {})
+            run = {"step": 0, "state": "starting", "total_steps": planned.get("steps"),
+                   "budget_used_usd": 0.0, "budget_limit_usd": planned.get("max_cost") or None}
         result_file = d / "run" / "result.json"
         if result_file.is_file():
             result = json.loads(result_file.read_text())

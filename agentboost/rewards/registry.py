@@ -271,14 +271,24 @@ def takes_trajectory(fn: Callable) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def as_task_episode_reward(fn: Callable) -> Callable:
-    """``fn`` in agentboost's two-argument form: a one-argument reward gets a ``Trajectory``; any
-    other function is returned as it is. Cached: one wrapper per function."""
+    """``fn`` in agentboost's two-argument form: a one-argument reward gets a ``Trajectory``, and a
+    number it returns is the episode's reward, with ``trajectory.success`` as its outcome (an
+    episode succeeds when the trajectory does, whatever the reward's scale). Any other function is
+    returned as it is. Cached: one wrapper per function."""
     if not takes_trajectory(fn):
         return fn
 
     @functools.wraps(fn)
     def reward(task: dict[str, Any], episode: Episode):
-        return fn(Trajectory.of(task, episode))
+        trajectory = Trajectory.of(task, episode)
+        value = fn(trajectory)
+        if isinstance(value, RewardResult):
+            return value
+        score = as_result(value).score
+        # the guide keeps success apart from the reward: the outcome component is trajectory.success
+        # (what success rates and pass@k count), the rest of the reward is the function's own term
+        outcome = 1.0 if trajectory.success else 0.0
+        return RewardResult(score=score, components={"outcome": outcome, "custom": score - outcome})
 
     return reward
 
