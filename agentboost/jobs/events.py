@@ -3,7 +3,8 @@ order per subscription, retried, signed) and the events of one job as a server-s
 
 The durable record is each run's ``events.jsonl`` (written by the trainer: progress, checkpoint,
 warning, budget_warning, compare_to_base, resume, completed / cancelled / failed). A job whose process died without saying
-how it ended gets a ``failed`` event from the job store. Delivery offsets are kept in
+how it ended gets a ``failed`` event here, and a job cancelled before it started a ``cancelled`` one
+(so every stream of a job that ended ends). Delivery offsets are kept in
 ``<root>/webhooks.json``, so a restarted service neither skips nor repeats a delivered event.
 
 Subscriptions take agentboost's event names or the GRPO guide's (``training.job.progress``,
@@ -63,8 +64,12 @@ def job_events(store: JobStore, job_id: str) -> list[dict[str, Any]]:
     path = d / "run" / "events.jsonl"
     # the trainer is appending to it: a partial last line is read next time
     events = [e for _, e in iter_jsonl(path, growing=True)] if path.is_file() else []
-    if not any(e.get("event") in TERMINAL for e in events) and store.status(job_id)["state"] == "failed":
-        events.append({"event": "failed", "error": store.status(job_id).get("error", "")[-500:]})
+    if not any(e.get("event") in TERMINAL for e in events):
+        status = store.status(job_id)
+        if status["state"] == "failed":
+            events.append({"event": "failed", "error": status.get("error", "")[-500:]})
+        elif status["state"] == "cancelled":  # cancelled while queued: no trainer ever wrote an event
+            events.append({"event": "cancelled", "step": 0, "stopped": "cancelled before it started"})
     return [with_guide_fields({"job_id": job_id, "seq": i, **e}) for i, e in enumerate(events)]
 
 

@@ -282,10 +282,34 @@ def test_guide_blocks_on_queued_jobs(tmp_path, smollm2_path, monkeypatch):
             cfg = yaml.safe_load((tmp_path / "jobs" / ns["job"]["job_id"] / "config.yaml").read_text())
             assert dotted(cfg, key) == value, edit
 
+        # the live-update socket: the bearer token is required, an unknown job is a 404, both before the upgrade
+        import asyncio
+
+        import websockets
+        from websockets.exceptions import InvalidStatus
+
+        async def refused(path, headers):
+            with pytest.raises(InvalidStatus) as e:
+                async with websockets.connect(ns["WS_URL"] + path, additional_headers=headers):
+                    pass
+            return e.value.response.status_code
+
+        auth = {"Authorization": f"Bearer {ns['API_KEY']}"}
+        assert asyncio.run(refused(f"/training/ws/{ns['job_id']}", {})) == 401
+        assert asyncio.run(refused("/training/ws/nope-00000000", auth)) == 404
+        assert asyncio.run(refused(f"/training/ws/{ns['job_id']}?from=-1", auth)) == 400
+
         # early stopping cancels the job (queued: it never starts)
         ns["no_improvement_for_N_iterations"] = lambda n: True
         run(EARLY_STOPPING, ns, "early stopping")
         assert ns["client"].get_status(ns["job_id"])["status"] == "cancelled"
+
+        async def live_events(job_id):
+            async with websockets.connect(f"{ns['WS_URL']}/training/ws/{job_id}", additional_headers=auth) as ws:
+                return [json.loads(m) async for m in ws]
+
+        ended = asyncio.run(asyncio.wait_for(live_events(ns["job_id"]), 30))  # the stream of an ended job ends
+        assert [(e["type"], e["event_type"]) for e in ended] == [("cancelled", "training.job.cancelled")]
 
         # tags kept with the job
         run(VERSION_CONTROL, ns, "version control")
