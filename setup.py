@@ -34,6 +34,7 @@ setup(
         "matplotlib",
         "tensorboard",
         "prometheus-client>=0.17",  # training metrics for Prometheus (job service, run.prometheus_port)
+        "websockets>=12",  # the GRPO guide's live-update client (examples/guide, its tests); the service uses aiohttp's
     ],
     extras_require={"test": ["pytest>=8", "hypothesis>=6.100"]},
     entry_points={"console_scripts": ["agentboost=agentboost.cli:main"]},

@@ -20,6 +20,8 @@ _EXPORTS = {
     # the reward registry
     "RewardResult": "rewards.registry", "register_reward": "rewards.registry", "get_reward": "rewards.registry",
     "registered_rewards": "rewards.registry",
+    # the GRPO guide's names: its reward registry, its job-service client
+    "get_global_registry": "rewards.global_registry", "Trajectory": "rewards.registry", "TrainingClient": "jobs.client",
     # what users plug in
     "AgentFactory": "protocols", "RewardFunction": "protocols", "Conversation": "protocols",
 }

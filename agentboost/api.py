@@ -126,14 +126,11 @@ def task_rows(data: Iterable[dict[str, Any]] | str | Path, where: str) -> list[d
 
 
 def _import_path(reward: str | Callable) -> str:
-    """A registered name as it is, or the import path of a module-level function (workers import it)."""
-    if isinstance(reward, str):
-        return reward
-    module, name = getattr(reward, "__module__", None), getattr(reward, "__qualname__", "")
-    if not module or module == "__main__" or "<" in name:
-        raise APIError(f"{reward!r} must be importable by the worker processes (a module-level function in an "
-                       "importable module), or a registered reward name")
-    return f"{module}:{name}"
+    """A name the worker processes can resolve: a reward registered here by user code, or a
+    function, becomes its import path (``rewards.registry.portable_reward``)."""
+    from .rewards.registry import portable_reward
+
+    return portable_reward(reward)
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:

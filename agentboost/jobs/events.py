@@ -3,10 +3,13 @@ order per subscription, retried, signed) and the events of one job as a server-s
 
 The durable record is each run's ``events.jsonl`` (written by the trainer: progress, checkpoint,
 warning, budget_warning, compare_to_base, resume, completed / cancelled / failed). A job whose process died without saying
-how it ended gets a ``failed`` event from the job store. Delivery offsets are kept in
+how it ended gets a ``failed`` event here, and a job cancelled before it started a ``cancelled`` one
+(so every stream of a job that ended ends). Delivery offsets are kept in
 ``<root>/webhooks.json``, so a restarted service neither skips nor repeats a delivered event.
 
-Each delivery is a POST of ``{"job_id", "seq", "event", ...}`` with ``X-Agentboost-Event``,
+Subscriptions take agentboost's event names or the GRPO guide's (``training.job.progress``,
+``training.budget.warning``, ...: ``GUIDE_EVENTS``). Each delivery is a POST of
+``{"job_id", "seq", "event", "type", "event_type", ...}`` with ``X-Agentboost-Event``,
 ``X-Agentboost-Delivery`` (job:seq) and ``X-Agentboost-Signature: sha256=<HMAC-SHA256 of the
 body with the subscription's secret>``.
 """
@@ -31,6 +34,27 @@ EVENTS = ("progress", "checkpoint", "warning", "budget_warning", "compare_to_bas
           "failed")
 TERMINAL = ("completed", "cancelled", "failed")
 RETRIES = 3
+# the GRPO guide's webhook event names for the same events (it names the first two; the rest follow
+# its pattern); a subscription may use either name, and every event carries both
+GUIDE_EVENTS = {"training.job.progress": "progress", "training.budget.warning": "budget_warning",
+                "training.checkpoint.saved": "checkpoint", "training.job.warning": "warning",
+                "training.evaluation.completed": "compare_to_base", "training.job.resumed": "resume",
+                "training.job.completed": "completed", "training.job.cancelled": "cancelled",
+                "training.job.failed": "failed"}
+GUIDE_NAME = {v: k for k, v in GUIDE_EVENTS.items()}
+
+
+def with_guide_fields(event: dict[str, Any]) -> dict[str, Any]:
+    """An event with the guide's fields beside agentboost's: ``type`` (the live-update stream's name,
+    the same as ``event``), ``event_type`` (the webhook name), and for ``progress`` ``iteration``
+    (steps done), ``total`` (steps configured), ``loss`` (already there); for ``checkpoint``
+    ``checkpoint_id`` (the checkpoint's directory name, ``step_NNNNNN``)."""
+    out = {**event, "type": event["event"], "event_type": GUIDE_NAME.get(event["event"], event["event"])}
+    if event["event"] == "progress":
+        out.update(iteration=event.get("step"), total=event.get("total_steps"))
+    elif event["event"] == "checkpoint":
+        out["checkpoint_id"] = event.get("checkpoint")
+    return out
 
 
 def job_events(store: JobStore, job_id: str) -> list[dict[str, Any]]:
@@ -40,9 +64,13 @@ def job_events(store: JobStore, job_id: str) -> list[dict[str, Any]]:
     path = d / "run" / "events.jsonl"
     # the trainer is appending to it: a partial last line is read next time
     events = [e for _, e in iter_jsonl(path, growing=True)] if path.is_file() else []
-    if not any(e.get("event") in TERMINAL for e in events) and store.status(job_id)["state"] == "failed":
-        events.append({"event": "failed", "error": store.status(job_id).get("error", "")[-500:]})
-    return [{"job_id": job_id, "seq": i, **e} for i, e in enumerate(events)]
+    if not any(e.get("event") in TERMINAL for e in events):
+        status = store.status(job_id)
+        if status["state"] == "failed":
+            events.append({"event": "failed", "error": status.get("error", "")[-500:]})
+        elif status["state"] == "cancelled":  # cancelled while queued: no trainer ever wrote an event
+            events.append({"event": "cancelled", "step": 0, "stopped": "cancelled before it started"})
+    return [with_guide_fields({"job_id": job_id, "seq": i, **e}) for i, e in enumerate(events)]
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -97,10 +125,12 @@ class Webhooks:
             raise JobError(f"url must be an http(s) URL, got {url!r}")
         if events is not None and (not isinstance(events, list) or not all(isinstance(e, str) for e in events)):
             raise JobError(f"events must be a list of event names, got {events!r}")
-        events = list(events or EVENTS)
+        events = [GUIDE_EVENTS.get(e, e) for e in (events or EVENTS)]  # the guide's names, as agentboost's
         unknown = [e for e in events if e not in EVENTS]
         if unknown:
-            raise JobError(f"unknown events {unknown}; known: {', '.join(EVENTS)}")
+            raise JobError(f"unknown events {unknown}; known: {', '.join(EVENTS)} (or the guide's names: "
+                           f"{', '.join(GUIDE_EVENTS)})")
+        events = list(dict.fromkeys(events))
         if secret is not None and (not isinstance(secret, str) or len(secret) < 16):
             raise JobError("secret must be text of at least 16 characters")
         if not self.allow_private:

@@ -15,13 +15,16 @@ not reach loopback or private addresses unless the service is started with
 in state ``queued``, oldest first. Every input error is a 4xx with a one-line reason.
 
     POST /jobs                    {"name", "config": GRPOConfig fields, "training_data", "evaluation_data"?, "reward"?,
-                                   "agent"?: agent keys (tools, factory, system_prompt, max_model_calls, ...)}
+                                   "agent"?: agent keys (tools, factory, system_prompt, max_model_calls, ...),
+                                   "metadata"?: any object}
     GET  /jobs                    all jobs' status
     GET  /jobs/{id}               one job's status (state, step, loss, validation accuracy, budget used)
     POST /jobs/{id}/cancel        clean stop: the step finishes, a checkpoint is written
     POST /jobs/{id}/evaluate      {"samples"?, "baseline"?}: the newest checkpoint vs the base model
     POST /jobs/{id}/export        {"name", "success_only"?, "min_reward"?, "limit"?}: into the job's exports/
     GET  /jobs/{id}/events        the job's events as server-sent events, until it ends (``?from=SEQ``)
+    GET  /training/ws/{id}        the same events over a WebSocket (the GRPO guide's live updates: ``type``
+                                  progress with iteration/total/loss, checkpoint with checkpoint_id, ...)
     POST /webhooks                {"url", "events"?, "secret"?}: deliveries of job events (see jobs/events.py)
     GET  /webhooks, DELETE /webhooks/{id}
     GET  /metrics                 Prometheus metrics of every job (trainer/prometheus.py)
@@ -91,8 +94,8 @@ def make_app(store: JobStore, allow_private_webhooks: bool = False) -> web.Appli
             if b.get(key) is not None and not isinstance(b[key], list):
                 raise InputError(f"{key} must be a list of task rows, got {type(b[key]).__name__}")
         job_id = await blocking(store.start, b.get("name"), config, b.get("training_data") or [],
-                                b.get("evaluation_data"), b.get("reward", "exact_answer"), b.get("agent"))
-        return web.json_response({"job_id": job_id}, status=201)
+                                b.get("evaluation_data"), b.get("reward"), b.get("agent"), b.get("metadata"))
+        return web.json_response({"job_id": job_id, **await blocking(store.status, job_id)}, status=201)
 
     async def list_jobs(request: web.Request) -> web.Response:
         return web.json_response({"jobs": await blocking(store.list)})
@@ -127,13 +130,47 @@ def make_app(store: JobStore, allow_private_webhooks: bool = False) -> web.Appli
         await blocking(hooks.unsubscribe, request.match_info["sub_id"])
         return web.json_response({"deleted": request.match_info["sub_id"]})
 
-    async def stream(request: web.Request) -> web.StreamResponse:
+    async def events_from(request: web.Request) -> tuple[str, int]:
         job_id = request.match_info["job_id"]
         await blocking(store.status, job_id)  # 404 for an unknown job, before the stream starts
         try:
             seq = int(request.query.get("from", "0"))
         except ValueError:
             raise InputError("from must be an event number") from None
+        if seq < 0:
+            raise InputError("from must be an event number >= 0")
+        return job_id, seq
+
+    async def live(request: web.Request) -> web.WebSocketResponse:
+        """The job's events over a WebSocket (aiohttp's own), one JSON text message each, from
+        ``?from=SEQ``; closed by the service after the job's last event (completed, cancelled, failed)."""
+        job_id, seq = await events_from(request)
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+
+        async def drain() -> None:  # reads the client's frames, so a close from its side is seen
+            async for _ in ws:
+                pass
+
+        reader = asyncio.get_running_loop().create_task(drain())
+        try:
+            while not ws.closed and not reader.done():
+                events = await blocking(job_events, store, job_id)
+                for e in events[seq:]:
+                    await ws.send_json(e)
+                    seq = e["seq"] + 1
+                    if e["event"] in TERMINAL:
+                        await ws.close()
+                        return ws
+                await asyncio.sleep(0.5)
+        except ConnectionResetError:
+            pass  # the client went away mid-send
+        finally:
+            reader.cancel()
+        return ws
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        job_id, seq = await events_from(request)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         while True:
@@ -177,6 +214,7 @@ def make_app(store: JobStore, allow_private_webhooks: bool = False) -> web.Appli
     app.router.add_get("/webhooks", list_hooks)
     app.router.add_delete("/webhooks/{sub_id}", unsubscribe)
     app.router.add_get("/jobs/{job_id}/events", stream)
+    app.router.add_get("/training/ws/{job_id}", live)
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/jobs", start)
     app.router.add_get("/jobs", list_jobs)

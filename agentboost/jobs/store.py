@@ -7,6 +7,9 @@ process, so a job service can restart (or crash) without losing track of a job.
     <root>/<job_id>/run/          the run directory (metrics, checkpoints, episodes, result.json)
     <root>/<job_id>/log.txt       the job's console output
     <root>/<job_id>/exports/      trajectories exported on request
+
+A job's status, evaluation and export answer with agentboost's keys and, beside them, the GRPO
+guide's (``guide_status``, ``guide_evaluation``; docs/from-the-guide.md says how each is computed).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import sys
 import threading
 import time
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +33,7 @@ import yaml
 
 from ..api import GRPOConfig, Run, task_rows
 from ..errors import InputError
-from ..files import atomic_write_text
+from ..files import atomic_write_text, iter_jsonl
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # always fullmatch: "$" would accept a final newline
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}-[0-9a-f]{8}")
@@ -96,12 +100,24 @@ class JobStore:
         atomic_write_text(d / "job.json", json.dumps(meta, indent=1))
 
     def start(self, name: str, config: dict[str, Any], training_data: list, evaluation_data: list | None = None,
-              reward: str = "exact_answer", agent: dict[str, Any] | None = None) -> str:
+              reward: str | None = None, agent: dict[str, Any] | None = None,
+              metadata: dict[str, Any] | None = None) -> str:
         """``agent``: the agent's keys (``agentboost config``'s ``agent.*``: tools, factory, system
-        prompt, call limits, tool parser, ...), as in a training config."""
+        prompt, call limits, tool parser, agent type, ...), as in a training config. ``reward``: None
+        takes the default reward of the agent's type (``set_default_reward`` / the guide's
+        ``set_agent_strategy``), else ``exact_answer``. ``metadata``: any JSON object, kept with the
+        job and shown in its status (the guide's run tags)."""
         check_name(name, "job name")
         grpo = GRPOConfig.from_dict(config or {})
         agent_overrides = grpo.agent_overrides(agent) if agent is not None else []
+        if metadata is not None and not isinstance(metadata, dict):
+            raise JobError(f"metadata must be a JSON object, got {type(metadata).__name__}")
+        if reward is None:
+            from ..rewards.registry import default_reward
+            from ..trainer.config import AgentConfig
+
+            agent_type = (agent or {}).get("agent_type") or AgentConfig.agent_type
+            reward = default_reward(agent_type) or "exact_answer"
         if not isinstance(reward, str) or not reward:
             raise JobError("reward must be a registered reward name or module:function")
         owned = [k for k in grpo.overrides if k in ("data.train_file", "data.val_file", "run.run_dir")]
@@ -133,7 +149,7 @@ class JobStore:
             shutil.rmtree(d, ignore_errors=True)  # a refused job leaves nothing behind
             raise
         meta = {"job_id": job_id, "name": name, "created_at": time.time(), "pid": None, "proc_start": None,
-                "cancel_requested": False, "reward": reward}
+                "cancel_requested": False, "reward": reward, "metadata": metadata or {}}
         self._save(d, meta)
         self.start_queued()
         return job_id
@@ -173,7 +189,12 @@ class JobStore:
     def status(self, job_id: str) -> dict[str, Any]:
         d = self._dir(job_id)
         meta = self._meta(d)
-        run = Run(d / "run").status() if (d / "run" / "config.yaml").is_file() else {"step": 0, "state": "starting"}
+        if (d / "run" / "config.yaml").is_file():
+            run = Run(d / "run").status()
+        else:  # not started: the job's own configuration says how long and how costly it may be
+            planned = (yaml.safe_load((d / "config.yaml").read_text()) or {}).get("run", {})
+            run = {"step": 0, "state": "starting", "total_steps": planned.get("steps"),
+                   "budget_used_usd": 0.0, "budget_limit_usd": planned.get("max_cost") or None}
         result_file = d / "run" / "result.json"
         if result_file.is_file():
             result = json.loads(result_file.read_text())
@@ -184,13 +205,15 @@ class JobStore:
             state = "cancelling" if meta["cancel_requested"] else ("running" if run.get("step") else "starting")
         else:
             state = "cancelled" if meta["cancel_requested"] else "failed"
-        out = {**run, "job_id": job_id, "name": meta["name"], "state": state, "created_at": meta["created_at"]}
+        out = {**run, "job_id": job_id, "name": meta["name"], "state": state, "created_at": meta["created_at"],
+               "reward": meta.get("reward"), "metadata": meta.get("metadata", {})}
         out.pop("run_dir", None)
         if state == "failed":
             out["error"] = (d / "log.txt").read_text(errors="replace")[-2000:] if (d / "log.txt").is_file() else ""
         from ..trainer.checkpoint import latest_name  # (it imports torch: not at the service's start)
 
         out["checkpoint"] = latest_name(d / "run")
+        out.update(guide_status(out, d / "run"))
         return out
 
     def list(self) -> list[dict[str, Any]]:
@@ -214,20 +237,80 @@ class JobStore:
                     pass  # it ended meanwhile
         return self.status(job_id)
 
-    def export(self, job_id: str, name: str, success_only: bool = False, min_reward: float | None = None,
-               limit: int | None = None) -> dict[str, Any]:
+    def export(self, job_id: str, name: str | None = None, success_only: bool = False,
+               min_reward: float | None = None, limit: int | None = None) -> dict[str, Any]:
+        """Into ``exports/<name>.jsonl`` (``name`` None: a timestamped one); the answer also holds
+        the exported records (``trajectories``, the guide's key)."""
         d = self._dir(job_id)
+        if name is None:
+            name = f"export-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
         check_name(name, "export name")
         (d / "exports").mkdir(exist_ok=True)
         out = d / "exports" / f"{name}.jsonl"
         n = Run(d / "run").export_trajectories(out, success_only=bool(success_only), min_reward=min_reward, limit=limit)
-        return {"job_id": job_id, "path": str(out), "episodes": n}
+        return {"job_id": job_id, "path": str(out), "episodes": n, "trajectories": [r for _, r in iter_jsonl(out)]}
 
     def evaluate(self, job_id: str, samples: int | None = None, baseline: str | None = None) -> dict[str, Any]:
         d = self._dir(job_id)
         if baseline is not None and not isinstance(baseline, str):
             raise JobError("baseline must be a model name")
-        return Run(d / "run").evaluate(baseline=baseline, samples=samples, out_dir=d / "eval")
+        return guide_evaluation(Run(d / "run").evaluate(baseline=baseline, samples=samples, out_dir=d / "eval"))
 
     def config(self, job_id: str) -> dict[str, Any]:
         return yaml.safe_load((self._dir(job_id) / "config.yaml").read_text())
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [r for _, r in iter_jsonl(path, growing=True)] if path.is_file() else []
+
+
+def guide_status(status: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """The guide's status keys, from agentboost's status and the run's files. A figure not measured
+    yet is None (JSON null): ``train_loss`` before the first step, the validation figures before the
+    first validation, ``estimated_completion`` before the first step and once the job has ended."""
+    steps, val = _rows(run_dir / "metrics.jsonl"), _rows(run_dir / "validation.jsonl")
+    last_val = val[-1] if val else {}
+    step, total = int(status.get("step") or 0), int(status.get("total_steps") or 0)
+    cost = float(status.get("budget_used_usd") or 0.0)
+    budget = float(status.get("budget_limit_usd") or 0.0)
+    eta = None
+    if status["state"] in ("running", "cancelling") and step and total > step:
+        per_step = float(status.get("elapsed_s") or 0.0) / step  # the run's wall time so far, per step done
+        eta = datetime.fromtimestamp(time.time() + per_step * (total - step), tz=timezone.utc).isoformat()
+    return {
+        "status": status["state"],
+        "agent_id": status["name"],
+        "current_iteration": step,
+        "total_iterations": total,
+        "progress_percent": 100.0 * min(step, total) / total if total else 0.0,
+        "metrics": {
+            "train_loss": status.get("loss"),
+            "train_reward": status.get("reward_mean"),
+            # the newest validation on evaluation_data: pass@1 estimated from validation.k samples per task
+            # at validation.temperature (0: greedy)
+            "validation_accuracy": last_val.get("val_pass@1"),
+            "success_rate": last_val.get("val_pass@1"),
+            "avg_reward": last_val.get("val_reward_mean"),
+            "avg_steps": last_val.get("val_mean_turns"),
+            "tool_accuracy": last_val.get("val_tool_success_rate"),
+        },
+        "cost_usd": round(cost, 4),
+        "budget_usd": budget,
+        "budget_remaining_percent": max(0.0, 100.0 * (1 - cost / budget)) if budget else None,
+        "trajectories_generated": sum(sum((r.get("statuses") or {}).values()) for r in steps),
+        "estimated_completion": eta,
+    }
+
+
+def guide_evaluation(result: dict[str, Any]) -> dict[str, Any]:
+    """``agentboost eval``'s result with the guide's keys beside its own: ``metrics`` (the trained
+    policy's) and ``baseline_comparison`` (the paired test against the baseline)."""
+    model, base, diff = result["model"], result["baseline"], result["difference"]
+    return {**result,
+            "metrics": {"success_rate": model["success_rate"], "avg_reward": model["mean_reward"],
+                        "avg_steps": model["mean_turns"], "tool_accuracy": model["tool_success_rate"],
+                        "episodes": model["episodes"]},
+            "baseline_comparison": {"baseline": base["policy"], "baseline_success_rate": base["success_rate"],
+                                    "success_rate_improvement": diff["mean_difference"], "p_value": diff["p_value"],
+                                    "statistically_significant": diff["significant"], "alpha": diff["alpha"],
+                                    "ci95": diff["ci95"], "tasks": diff["tasks"]}}

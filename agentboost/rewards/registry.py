@@ -1,7 +1,8 @@
 """The reward registry: name -> function, with a default per agent type.
 
 A reward function receives the task (the dataset row) and the finished episode (messages, tool
-calls, final answer, status) and returns a ``RewardResult`` (or a plain number, taken as the
+calls, final answer, status), or, in the GRPO guide's form, one ``Trajectory`` (below:
+``trajectory.success``, ``.final_answer``, ``.steps``, ...), and returns a ``RewardResult`` (or a plain number, taken as the
 outcome). Rewards grade the content only, never the reasoning (``graded_answer``): an answer that
 is only in the reasoning, or a final turn whose reasoning never closed, scores as a format failure
 with the reason named in the metadata (``reason``). Functions that raise are caught by the caller: the episode is marked ``error``.
@@ -10,11 +11,13 @@ Built-in rewards in other modules are found by name through a lazy table (``_BUI
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..episodes.record import Episode
+from ..episodes.record import Episode, Status
 from ..errors import InputError
 from ..imports import ImportPathError, import_object
 from ..reasoning import THINK, UNTERMINATED_REASONING, block_reasoning, split_reasoning
@@ -83,7 +86,12 @@ def default_reward(agent_type: str) -> str | None:
 
 
 def get_reward(name_or_path: str) -> RewardFn:
-    """A registered name, or an import path (``module:function``) to any reward function."""
+    """A registered name, or an import path (``module:function``) to any reward function; always
+    in the two-argument form ``reward(task, episode)`` (a one-argument reward gets a ``Trajectory``)."""
+    return as_task_episode_reward(_lookup(name_or_path))
+
+
+def _lookup(name_or_path: str) -> RewardFn:
     if name_or_path in _REWARDS:
         return _REWARDS[name_or_path]
     if name_or_path in _BUILTIN:
@@ -100,6 +108,26 @@ def get_reward(name_or_path: str) -> RewardFn:
         f"unknown reward {name_or_path!r}; registered: {', '.join(registered_rewards()) or '(none)'}; "
         "or give an import path module:function"
     )
+
+
+def portable_reward(reward: str | Callable) -> str:
+    """How another process names ``reward`` (a job's trainer, rollout workers): a name registered in
+    this process by user code becomes its function's import path, since the registration happened
+    here only; agentboost's own names, unknown names (the other side may know them) and import
+    paths stay as they are. A function must be importable: module-level in an importable module."""
+    if isinstance(reward, str):
+        fn = _REWARDS.get(reward)
+        if fn is None or (getattr(fn, "__module__", "") or "").startswith("agentboost."):
+            return reward
+    else:
+        fn = reward
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not callable(fn) or not module or module == "__main__" or "<" in name:
+        raise UnknownRewardError(
+            f"reward {_describe(fn)} must be importable by the processes that score episodes (a module-level "
+            "function in a module on their path, not __main__, a lambda or a nested function), or a registered "
+            "agentboost reward name")
+    return f"{module}:{name}"
 
 
 def as_result(value: RewardResult | float | int) -> RewardResult:
@@ -168,11 +196,15 @@ def last_number(text: str | None) -> float | None:
 @register_reward("exact_answer")
 def exact_answer(task: dict[str, Any], episode: Episode) -> RewardResult:
     """1.0 when the final answer's last number equals the task's ``answer`` (numbers compared
-    numerically), or, for non-numeric answers, when the stripped texts are equal. The final answer
+    numerically), or, for non-numeric answers, when the stripped texts are equal (an answer given as the
+    guide's ``{"result": ..., "test_passed": ...}`` is compared by its ``result``). The final answer
     is the content after the reasoning; a number only in the reasoning scores 0 (``reason``)."""
     if "answer" not in task:
         raise KeyError(f"task {task.get('task_id')!r} has no 'answer' field for the exact_answer reward")
-    expected = str(task["answer"]).strip()
+    outcome = task["answer"]
+    if isinstance(outcome, dict) and "result" in outcome:  # the guide's {"result": ..., "test_passed": ...}
+        outcome = outcome["result"]
+    expected = str(outcome).strip()
     answer = graded_answer(episode)
     got_text = (answer.text or "").strip()
     want = last_number(expected)
@@ -189,6 +221,76 @@ def exact_answer(task: dict[str, Any], episode: Episode) -> RewardResult:
             meta["reason"] = missing_reason(answer, expected in answer.reasoning, NO_FINAL_ANSWER)
     score = 1.0 if ok else 0.0
     return RewardResult(score=score, components={"outcome": score}, metadata=meta)
+
+
+
+
+# The GRPO guide's form of a reward: ``reward(trajectory)``. get_reward hands every caller the
+# two-argument form, wrapping a one-argument function (global_registry.py has the guide's registry API).
+
+@dataclass
+class Trajectory:
+    """One episode as the guide's rewards read it. ``success``: the episode ran to an end and its
+    final answer matches the task's expected outcome (``exact_answer``: numbers numerically, text
+    exactly, a ``{"result": ...}`` outcome by its result); without an expected outcome, that it ran
+    to an end. ``steps``: model calls (the guide's trajectory steps). ``episode`` and ``task``: the
+    full record and row, for anything else."""
+
+    query: str
+    expected_outcome: Any
+    final_answer: str | None
+    success: bool
+    status: str
+    steps: int
+    tool_calls: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    task: dict[str, Any] = field(repr=False)
+    episode: Episode = field(repr=False)
+
+    @classmethod
+    def of(cls, task: dict[str, Any], episode: Episode) -> "Trajectory":
+        ended = Status(episode.status) in (Status.OK, Status.TRUNCATED)
+        success = ended and ("answer" not in task or exact_answer(task, episode).score >= 1.0)
+        return cls(query=task.get("question", ""), expected_outcome=task.get("answer"),
+                   final_answer=graded_answer(episode).text, success=success, status=str(Status(episode.status).value),
+                   steps=len(episode.calls), tool_calls=[{"name": t.name, "ok": t.ok, "error": t.error}
+                                                         for t in episode.tool_calls],
+                   messages=list(episode.messages or []), task=task, episode=episode)
+
+
+def takes_trajectory(fn: Callable) -> bool:
+    """A function of one required positional argument (the guide's ``reward(trajectory)``)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # builtins and C callables: taken as agentboost's form
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    return len(required) == 1 and len(positional) == 1 and not any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+@functools.lru_cache(maxsize=None)
+def as_task_episode_reward(fn: Callable) -> Callable:
+    """``fn`` in agentboost's two-argument form: a one-argument reward gets a ``Trajectory``, and a
+    number it returns is the episode's reward, with ``trajectory.success`` as its outcome (an
+    episode succeeds when the trajectory does, whatever the reward's scale). Any other function is
+    returned as it is. Cached: one wrapper per function."""
+    if not takes_trajectory(fn):
+        return fn
+
+    @functools.wraps(fn)
+    def reward(task: dict[str, Any], episode: Episode):
+        trajectory = Trajectory.of(task, episode)
+        value = fn(trajectory)
+        if isinstance(value, RewardResult):
+            return value
+        score = as_result(value).score
+        # the guide keeps success apart from the reward: the outcome component is trajectory.success
+        # (what success rates and pass@k count), the rest of the reward is the function's own term
+        outcome = 1.0 if trajectory.success else 0.0
+        return RewardResult(score=score, components={"outcome": outcome, "custom": score - outcome})
+
+    return reward
 
 
 set_default_reward("calculator", "exact_answer")

@@ -113,8 +113,8 @@ def test_two_jobs_status_cancel_restart_export(tmp_path, smollm2_path):
         with pytest.raises(JobServiceError, match="400.*unknown events"):
             client.subscribe_webhook(receiver.url, ["progres"])
         client.subscribe_webhook(receiver.url, secret=secret)
-        short = client.start_training("short", {**TINY, "n_iterations": 1}, DATA, evaluation_data=DATA[:1])
-        long = client.start_training("long", {**TINY, "n_iterations": 50}, DATA)
+        short = client.start_training("short", {**TINY, "n_iterations": 1}, DATA, evaluation_data=DATA[:1])["job_id"]
+        long = client.start_training("long", {**TINY, "n_iterations": 50}, DATA)["job_id"]
         assert {j["job_id"] for j in client.list_jobs()} == {short, long}
         # cancel the long one once it has trained a step: it finishes that step, checkpoints, stops
         wait_for(lambda: client.get_status(long)["step"] >= 1)
