@@ -47,6 +47,11 @@ class SplitReason(str, Enum):
     DROPPED_REASONING = "dropped_reasoning"  # the template drops or empties a reasoning block
     REFORMATTED_TURN = "reformatted_turn"  # the template lays the sampled turn out differently
     REWRITTEN_HISTORY = "rewritten_history"  # earlier turns trimmed, reordered or rendered differently
+    # what an agent behind the gateway (agentboost.gateway) can do that an agent built in-process does not
+    CHANGED_SYSTEM_PROMPT = "changed_system_prompt"  # the conversation went on under another system prompt
+    CHANGED_TOOLS = "changed_tools"  # ... or with another tool list
+    EDITED_TURN = "edited_turn"  # the turn the model just sampled came back changed (text, calls or arguments)
+    FOREIGN_TURN = "foreign_turn"  # an assistant message the model never sampled was added
 
     def __str__(self) -> str:
         return self.value
