@@ -330,8 +330,12 @@ class TrainableModel(Model):
         prev = self._prev_messages
         if prev is None or len(messages) <= len(prev) or list(messages[: len(prev)]) != prev:
             return None, SplitReason.REWRITTEN_HISTORY  # e.g. trimmed by a conversation manager
+        # an assistant message the model did not sample exactly so (the turn it just sampled, edited
+        # by an agent behind the gateway, or one it never wrote) is never merged as context
+        unsampled = next((i for i, m in enumerate(messages[len(prev):])
+                          if m.get("role") == "assistant" and self.sampled_text(_blocks(m)) is None), None)
         seen = self._prev_prompt_text + self._prev_response_text + self.renderer.turn_end
-        if full_text.startswith(seen):
+        if unsampled is None and full_text.startswith(seen):
             return full_text[len(seen):], None
         if (system_prompt or None) != (self._prev_system or None):
             return None, SplitReason.CHANGED_SYSTEM_PROMPT
@@ -340,11 +344,8 @@ class TrainableModel(Model):
         reason = self._split_reason(full_text, prev_hf)
         if reason is SplitReason.DROPPED_REASONING:
             return None, reason
-        # an assistant message the model did not sample exactly so: the turn it just sampled, edited
-        # (by an agent behind the gateway), or one it never wrote
-        for i, m in enumerate(messages[len(prev):]):
-            if m.get("role") == "assistant" and self.sampled_text(_blocks(m)) is None:
-                return None, SplitReason.EDITED_TURN if i == 0 else SplitReason.FOREIGN_TURN
+        if unsampled is not None:
+            return None, SplitReason.EDITED_TURN if unsampled == 0 else SplitReason.FOREIGN_TURN
         return None, reason
 
     def _forced_extension(self, messages, system_prompt, tool_specs, hf, tools, reason: SplitReason) -> str:

@@ -170,13 +170,15 @@ def build_segments(calls: list[ModelCall]) -> list[Segment]:
     """Merge consecutive calls into training sequences.
 
     A call joins the current segment when its prompt extends the segment's tokens exactly
-    (prompt = everything so far + new context); otherwise it opens a new segment. This needs only
-    the recorded token ids, so anyone can recompute it from the JSONL.
+    (prompt = everything so far + new context) and it was not re-rendered; otherwise it opens a
+    new segment. A re-rendered call whose tokens happen to extend (an assistant message the model
+    never sampled, rendered as context, behind the gateway) is still a counted split, never a
+    merge. This needs only the recorded calls, so anyone can recompute it from the JSONL.
     """
     segments: list[Segment] = []
     for i, call in enumerate(calls):
         cur = segments[-1] if segments else None
-        if cur is not None and _extends(call.prompt_ids, cur.input_ids):
+        if cur is not None and not call.rerendered and _extends(call.prompt_ids, cur.input_ids):
             new_ctx = call.prompt_ids[len(cur.input_ids):]
             cur.input_ids.extend(new_ctx)
             cur.loss_mask.extend([0] * len(new_ctx))

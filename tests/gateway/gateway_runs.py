@@ -39,16 +39,21 @@ def openai_model(gateway: Gateway, session, stream: bool, by: str = "path", **pa
                        model_id="agentboost-policy", params=params, stream=stream)
 
 
-def through_gateway(tok, script, stream: bool, agent_spec=None, prompts=None, **params):
+def through_gateway(tok, script, stream: bool, agent_spec=None, prompts=None, build=None, between=None,
+                    **params):
     """The same agent, built with a stock Strands OpenAIModel pointed at a gateway; returns the
-    episode record, the sampler (what the policy was asked) and the session."""
+    episode record, the sampler (what the policy was asked) and the session. ``build(model)``
+    builds another agent; ``between(agent)`` runs between two prompts."""
     sampler = ScriptedSampler(script, tok)
     with Gateway(sampler, ChatRenderer(tok), PARAMS) as gw:
         session = gw.open_session(TASK, sampling=PARAMS)
-        agent = (agent_spec or spec()).build(openai_model(gw, session, stream, **params))
+        model = openai_model(gw, session, stream, **params)
+        agent = build(model) if build else (agent_spec or spec()).build(model)
 
         async def go():
-            for p in prompts or [TASK["question"]]:
+            for i, p in enumerate(prompts or [TASK["question"]]):
+                if i and between:
+                    between(agent)
                 await agent.invoke_async(p)
 
         asyncio.run(go())
@@ -65,3 +70,7 @@ def record_bytes(ep) -> bytes:
                        "split_reasons": ep.split_reasons, "tool_calls": [vars(t) for t in ep.tool_calls],
                        "final_answer": ep.final_answer, "malformed": ep.malformed_tool_calls},
                       sort_keys=True).encode()
+
+
+def rerendered_reasons(ep) -> list[str | None]:
+    return [c.rerender_reason for c in ep.calls if c.rerendered]
