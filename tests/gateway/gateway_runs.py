@@ -74,3 +74,22 @@ def record_bytes(ep) -> bytes:
 
 def rerendered_reasons(ep) -> list[str | None]:
     return [c.rerender_reason for c in ep.calls if c.rerendered]
+
+
+# fixtures (imported by the test modules: a conftest.py here would shadow tests/conftest.py, which
+# spawned workers import as `conftest`)
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer(smollm2_path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(smollm2_path))
+
+
+@pytest.fixture(params=["smollm2_tokenizer", "qwen3_tokenizer"])
+def tok(request):
+    """Both templates: SmolLM2's (knows no tools: Hermes tools in the system prompt) and Qwen3's
+    (renders tools itself)."""
+    return request.getfixturevalue(request.param)

@@ -1,9 +1,10 @@
 """The headline: one scripted policy run in-process through the trainable model and through a
 stock Strands OpenAIModel pointed at the gateway gives byte-identical episode records, for the
 SmolLM2 and the Qwen3 templates, streaming and not."""
+# ruff: noqa: F811 (the fixtures come from gateway_runs by import: a conftest.py here would shadow tests/conftest.py)
 
 import pytest
-from gateway_runs import in_process, record_bytes, through_gateway
+from gateway_runs import in_process, record_bytes, smollm2_tokenizer, through_gateway, tok  # noqa: F401 (fixtures)
 from helpers import qwen_call
 
 from agentboost.episodes.record import check_episode

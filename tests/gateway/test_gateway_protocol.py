@@ -1,6 +1,7 @@
 """The gateway's HTTP contract: session identity (path, bearer key, header), 401 and 409, refused
 requests (400 with a reason), the run's sampling settings over the client's, identical resends,
 and 64 interleaved sessions without cross-talk."""
+# ruff: noqa: F811 (the fixtures come from gateway_runs by import: a conftest.py here would shadow tests/conftest.py)
 
 import asyncio
 import json
@@ -9,7 +10,7 @@ import re
 import httpx
 import openai
 import pytest
-from gateway_runs import PARAMS, TASK
+from gateway_runs import PARAMS, TASK, smollm2_tokenizer  # noqa: F401 (a fixture)
 from helpers import qwen_call
 
 from agentboost.agents.chat_rendering import ChatRenderer

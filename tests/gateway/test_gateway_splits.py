@@ -1,12 +1,14 @@
 """What an agent behind the gateway may do to its history, each a counted split with its reason and
 never a merge: Strands' sliding-window and summarising conversation managers, an edited assistant
 message, dropped reasoning, a changed system prompt or tool list, a foreign assistant message."""
+# ruff: noqa: F811 (the fixtures come from gateway_runs by import: a conftest.py here would shadow tests/conftest.py)
 
 import json
 
 import httpx
 import pytest
-from gateway_runs import PARAMS, SYSTEM, TASK, rerendered_reasons, through_gateway
+from gateway_runs import (PARAMS, SYSTEM, TASK, rerendered_reasons, smollm2_tokenizer,  # noqa: F401 (fixtures)
+                          through_gateway, tok)
 from helpers import qwen_call
 from strands import Agent
 from strands.agent.conversation_manager import SlidingWindowConversationManager, SummarizingConversationManager
