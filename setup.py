@@ -36,6 +36,7 @@ setup(
         "prometheus-client>=0.17",  # training metrics for Prometheus (job service, run.prometheus_port)
         "websockets>=12",  # the GRPO guide's live-update client (examples/guide, its tests); the service uses aiohttp's
     ],
-    extras_require={"test": ["pytest>=8", "hypothesis>=6.100"]},
+    # openai: the gateway's tests and examples drive it with the stock client (the gateway itself needs only aiohttp)
+    extras_require={"test": ["pytest>=8", "hypothesis>=6.100", "openai>=1.0"]},
     entry_points={"console_scripts": ["agentboost=agentboost.cli:main"]},
 )

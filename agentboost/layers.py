@@ -13,7 +13,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("agents: trainable model, episode runner, worker, pool", ("agentboost.agents",)),
     ("trainer, data preparation, integrations, testing aids", ("agentboost.trainer", "agentboost.data",
                                                               "agentboost.integrations", "agentboost.testing",
-                                                              "agentboost.scaffold")),
+                                                              "agentboost.scaffold", "agentboost.gateway")),
     ("entry points: command line and Python API", ("agentboost.cli", "agentboost.api", "agentboost.jobs", "agentboost")),
 ]
 

@@ -7,7 +7,7 @@ as sampled by the trainable model and never pass through here on their way to tr
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 from ..reasoning import block_reasoning
 from .tool_parsers import ParsedToolCall, get_tool_formatter
@@ -51,6 +51,17 @@ def turn_key_of(blocks: list[dict[str, Any]]) -> str:
     return turn_key("".join(b["text"] for b in blocks if "text" in b), ids, reasoning=block_reasoning(blocks))
 
 
+def turn_signature(blocks: list[dict[str, Any]], with_ids: bool = True) -> str:
+    """Everything of an assistant message that the model wrote: its content, its reasoning and
+    its calls (names and parsed arguments; their ids unless ``with_ids`` is False). A message with
+    the same signature as a turn the model sampled is that turn, whoever re-serialised it; any
+    edit (a word, an argument, a dropped reasoning block) gives another signature."""
+    calls = [[b["toolUse"].get("toolUseId") if with_ids else None, b["toolUse"].get("name"),
+              b["toolUse"].get("input") or {}] for b in blocks if "toolUse" in b]
+    text = "".join(b["text"] for b in blocks if "text" in b)
+    return json.dumps([text, block_reasoning(blocks), calls], ensure_ascii=False, sort_keys=True)
+
+
 def _text_of(blocks: list[dict[str, Any]], where: str) -> str:
     parts = []
     for b in blocks:
@@ -90,12 +101,15 @@ class ChatRenderer:
     # -- Strands -> HF messages -------------------------------------------------------------
     def to_hf_messages(self, messages: list[dict[str, Any]], system_prompt: str | None,
                        tool_specs: list[dict[str, Any]] | None,
-                       sampled: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], list | None]:
-        """``sampled`` maps ``turn_key`` -> the text the model sampled for that assistant turn:
+                       sampled: dict[str, str] | Callable[[list[dict[str, Any]]], str | None] | None = None,
+                       ) -> tuple[list[dict[str, Any]], list | None]:
+        """``sampled`` maps ``turn_key`` -> the text the model sampled for that assistant turn
+        (or is a function from an assistant message's content blocks to that text, or None):
         such turns are rendered exactly as sampled (tool calls included, as the model wrote them),
         so agentboost never re-formats what the model saw; the template still decides what it
         does with them (e.g. Qwen3 dropping earlier reasoning)."""
-        sampled = sampled or {}
+        table = sampled or {}
+        lookup = sampled if callable(sampled) else (lambda blocks: table.get(turn_key_of(blocks)))
         tools = [tool_spec_to_openai(s) for s in (tool_specs or [])]
         hf: list[dict[str, Any]] = []
         system = system_prompt or ""
@@ -111,7 +125,7 @@ class ChatRenderer:
                 content = [{"text": content}]
             where = f"message {i} ({role})"
             if role == "assistant":
-                raw = sampled.get(turn_key_of(content))
+                raw = lookup(content)
                 hf.append({"role": "assistant", "content": raw} if raw is not None else self._assistant(content, where))
             elif role == "user":
                 results = [b["toolResult"] for b in content if "toolResult" in b]

@@ -74,6 +74,34 @@ def _causes(e: BaseException):
         e = e.__cause__ or e.__context__
 
 
+def record_calls(ep: Episode, models: list[TrainableModel], messages: list[dict[str, Any]],
+                 tool_outcomes: dict[str, str] | None = None, always_extend: bool = False) -> None:
+    """Fill ``ep`` from what its trainable models recorded and the conversation's Strands messages:
+    calls, segments, splits and their reasons, tool calls, the final answer. The one place an
+    episode record is assembled, in-process (one model) and behind the gateway (one model per
+    lineage: a subagent with its own system prompt; its calls follow its parent's)."""
+    calls = [c for m in models for c in m.calls]
+    ep.timings["model_s"] = sum(c.latency_s for c in calls)
+    ep.messages = _jsonable(messages)
+    ep.calls = calls
+    ep.segments = build_segments(calls)
+    ep.num_splits = max(0, len(ep.segments) - 1)
+    ep.tool_calls = tool_call_records(messages, tool_outcomes)
+    ep.malformed_tool_calls = sum(m.malformed_tool_calls for m in models)
+    ep.calls_in_reasoning = sum(m.calls_in_reasoning for m in models)
+    ep.unterminated_reasoning = sum(m.unterminated_reasoning for m in models)
+    ep.final_answer = final_answer(messages)
+    if ep.final_answer is None and calls and calls[-1].reasoning_status == UNTERMINATED_REASONING:
+        ep.final_answer_status = UNTERMINATED_REASONING  # a format failure, never graded from the reasoning
+    ep.metadata["rerenders"] = sum(m.rerenders for m in models)
+    if always_extend:
+        forced: Counter = Counter()
+        for m in models:
+            forced.update(m.forced_extensions)
+        ep.metadata["forced_extensions"] = dict(forced)
+    ep.split_reasons = dict(Counter(c.rerender_reason for c in calls if c.rerendered))
+
+
 async def _converse(agent, conversation, state: dict[str, Any]) -> None:
     """A multi-turn episode: each user message (from the conversation's user simulator) starts an
     agent turn; the trainable model appends it as a user turn (loss mask 0) to the same token
@@ -149,23 +177,8 @@ async def run_episode(spec: StrandsAgentSpec, task: dict[str, Any], sampler: Sam
         if not _conversation_ended(e):  # a conversation's limit is an ending, not a failure
             ep.status, ep.error = classify_failure(e, model)
     ep.timings["wall_s"] = time.perf_counter() - t0
-    ep.timings["model_s"] = sum(c.latency_s for c in model.calls)
     messages = list(agent.messages) if agent is not None else []
-    ep.messages = _jsonable(messages)
-    ep.calls = model.calls
-    ep.segments = build_segments(model.calls)
-    ep.num_splits = max(0, len(ep.segments) - 1)
-    ep.tool_calls = tool_call_records(messages, tool_outcomes)
-    ep.malformed_tool_calls = model.malformed_tool_calls
-    ep.calls_in_reasoning = model.calls_in_reasoning
-    ep.unterminated_reasoning = model.unterminated_reasoning
-    ep.final_answer = final_answer(messages)
-    if ep.final_answer is None and model.calls and model.calls[-1].reasoning_status == UNTERMINATED_REASONING:
-        ep.final_answer_status = UNTERMINATED_REASONING  # a format failure, never graded from the reasoning
-    ep.metadata["rerenders"] = model.rerenders
-    if always_extend:
-        ep.metadata["forced_extensions"] = dict(model.forced_extensions)
-    ep.split_reasons = dict(Counter(c.rerender_reason for c in model.calls if c.rerendered))
+    record_calls(ep, [model], messages, tool_outcomes, always_extend=always_extend)
     if conversation is not None:
         ep.metadata["conversation"] = conversation.record(agent)
     if env is not None and score:

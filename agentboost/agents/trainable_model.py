@@ -49,7 +49,7 @@ from ..reasoning import (
     split_reasoning,
 )
 from ..sampling.protocol import Sampler, SamplingParams, derive_seed
-from .chat_rendering import ChatRenderer, turn_key
+from .chat_rendering import ChatRenderer, turn_signature
 from .tool_parsers import (
     ParsedOutput,
     ParsedToolCall,
@@ -112,8 +112,11 @@ class TrainableModel(Model):
         self._prev_prompt_text = ""
         self._prev_response_text = ""
         self._prev_hf: tuple[list, list | None] = ([], None)
-        # turn_key -> the text sampled for that assistant turn (rendered back exactly so)
-        self._sampled: dict[str, str] = {}
+        self._prev_system: str | None = None
+        self._prev_tools: list | None = None
+        # turn_signature -> the text sampled for that assistant turn (rendered back exactly so)
+        self._sampled_exact: dict[str, str] = {}
+        self._sampled_loose: dict[str, str | None] = {}
 
     # -- strands.models.Model ---------------------------------------------------------------
     def update_config(self, **model_config: Any) -> None:
@@ -141,7 +144,11 @@ class TrainableModel(Model):
     def response_tokens(self) -> int:
         return sum(len(c.response_ids) for c in self.calls)
 
-    async def stream(self, messages, tool_specs=None, system_prompt=None, **kwargs: Any) -> AsyncIterable[dict]:
+    async def sample_turn(self, messages, tool_specs=None, system_prompt=None) -> "SampledTurn":
+        """One model call: the prompt (an extension of the previous call, or a counted re-render),
+        the sample under the run's sampling settings, the record, the turn split into reasoning,
+        content and tool calls. The one implementation behind both ``stream`` (Strands in-process)
+        and the gateway (``agentboost.gateway``, any agent over HTTP)."""
         if self.max_model_calls is not None and len(self.calls) >= self.max_model_calls:
             raise EpisodeLimitReached(f"the episode reached its limit of {self.max_model_calls} model calls")
         budget = self.sampling.max_new_tokens
@@ -151,6 +158,7 @@ class TrainableModel(Model):
                 raise EpisodeLimitReached(
                     f"the episode reached its limit of {self.max_response_tokens} response tokens")
             budget = min(budget, left)
+        before = self._snapshot()
         prompt_ids, prompt_text, reason = self._prompt(messages, system_prompt, tool_specs)
         if self.sequence_budget is not None:
             budget = min(budget, self._sequence_room(prompt_ids))
@@ -161,7 +169,11 @@ class TrainableModel(Model):
         )
         started = time.time()
         t0 = time.perf_counter()
-        result = await self.sampler.sample(prompt_ids, params)
+        try:
+            result = await self.sampler.sample(prompt_ids, params)
+        except BaseException:
+            self._restore(before)  # nothing was sampled: the state is as before the call
+            raise
         call = ModelCall(
             prompt_ids=prompt_ids, response_ids=list(result.response_ids),
             response_logprobs=list(result.logprobs), finish_reason=result.finish_reason,
@@ -184,32 +196,71 @@ class TrainableModel(Model):
         self._prev_messages = copy.deepcopy(list(messages))
         self._prev_prompt_text = prompt_text
         self._prev_response_text = text
+        self._prev_system, self._prev_tools = system_prompt, copy.deepcopy(tool_specs)
 
         truncated = result.finish_reason == "length"
         stop_reason = "max_tokens" if truncated else ("tool_use" if parsed.tool_calls else "end_turn")
-        tool_use_ids = [] if truncated else [self._tool_call_id(tc) for tc in parsed.tool_calls]
-        self._sampled[turn_key(parsed.text if parsed.text or not parsed.tool_calls else "", tool_use_ids,
-                               reasoning=split.reasoning)] = text
+        calls = [] if truncated else [(self._tool_call_id(tc), tc) for tc in parsed.tool_calls]
+        turn = SampledTurn(call=call, text=text, reasoning=split.reasoning, content=parsed.text,
+                           tool_calls=calls, stop_reason=stop_reason, snapshot=before)
+        self._remember(turn.blocks(), text)
+        return turn
+
+    def undo_last_call(self, turn: "SampledTurn") -> None:
+        """Forget ``turn`` (the last call) as if it had never been made: the gateway's identical
+        resend, whose answer replaces the first one (one recorded call per logical turn)."""
+        if not self.calls or self.calls[-1] is not turn.call:
+            raise ValueError("only the last call can be undone")
+        self._restore(turn.snapshot)
+
+    async def stream(self, messages, tool_specs=None, system_prompt=None, **kwargs: Any) -> AsyncIterable[dict]:
+        turn = await self.sample_turn(messages, tool_specs, system_prompt)
+        call = turn.call
         yield {"messageStart": {"role": "assistant"}}
-        if split.reasoning:
+        if turn.reasoning:
             yield {"contentBlockStart": {"start": {}}}
-            yield {"contentBlockDelta": {"delta": {"reasoningContent": {"text": split.reasoning}}}}
+            yield {"contentBlockDelta": {"delta": {"reasoningContent": {"text": turn.reasoning}}}}
             yield {"contentBlockStop": {}}
-        if parsed.text or not parsed.tool_calls:
+        if turn.content or not turn.tool_calls:
             yield {"contentBlockStart": {"start": {}}}
-            yield {"contentBlockDelta": {"delta": {"text": parsed.text}}}
+            yield {"contentBlockDelta": {"delta": {"text": turn.content}}}
             yield {"contentBlockStop": {}}
-        if not truncated:
-            for tc, tool_use_id in zip(parsed.tool_calls, tool_use_ids):
-                yield {"contentBlockStart": {"start": {"toolUse": {"name": tc.name, "toolUseId": tool_use_id}}}}
-                yield {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(tc.arguments)}}}}
-                yield {"contentBlockStop": {}}
-        yield {"messageStop": {"stopReason": stop_reason}}
+        for tool_use_id, tc in turn.tool_calls:
+            yield {"contentBlockStart": {"start": {"toolUse": {"name": tc.name, "toolUseId": tool_use_id}}}}
+            yield {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(tc.arguments)}}}}
+            yield {"contentBlockStop": {}}
+        yield {"messageStop": {"stopReason": turn.stop_reason}}
         yield {"metadata": {
-            "usage": {"inputTokens": len(prompt_ids), "outputTokens": len(call.response_ids),
-                      "totalTokens": len(prompt_ids) + len(call.response_ids)},
+            "usage": {"inputTokens": len(call.prompt_ids), "outputTokens": len(call.response_ids),
+                      "totalTokens": len(call.prompt_ids) + len(call.response_ids)},
             "metrics": {"latencyMs": int(call.latency_s * 1000)},
         }}
+
+    # -- the state of the episode, as a whole ----------------------------------------------
+    _STATE = ("calls", "parsed", "rerenders", "forced_extensions", "_prev_messages", "_prev_prompt_text",
+              "_prev_response_text", "_prev_hf", "_prev_system", "_prev_tools", "_sampled_exact",
+              "_sampled_loose", "_tool_call_ids")
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {k: copy.copy(getattr(self, k)) for k in self._STATE}
+
+    def _restore(self, snapshot: dict[str, Any]) -> None:
+        for k, v in snapshot.items():
+            setattr(self, k, v)
+
+    def _remember(self, blocks: list[dict[str, Any]], text: str) -> None:
+        """The sampled text of an assistant turn, under its signature with and without call ids
+        (a client that re-numbers the calls still sends the same turn; two turns that differ only
+        by their ids and not by their text are ambiguous without them, and match by ids only)."""
+        self._sampled_exact[turn_signature(blocks)] = text
+        loose = turn_signature(blocks, with_ids=False)
+        self._sampled_loose[loose] = text if self._sampled_loose.get(loose, text) == text else None
+
+    def sampled_text(self, blocks: list[dict[str, Any]]) -> str | None:
+        """The text the model sampled for this assistant message, None when it is not one of this
+        episode's sampled turns exactly (edited, reasoning dropped, or never sampled)."""
+        exact = self._sampled_exact.get(turn_signature(blocks))
+        return exact if exact is not None else self._sampled_loose.get(turn_signature(blocks, with_ids=False))
 
     async def structured_output(self, output_model: type[T], prompt, system_prompt: str | None = None,
                                 **kwargs: Any) -> AsyncGenerator[dict[str, T | Any], None]:
@@ -254,12 +305,12 @@ class TrainableModel(Model):
     # -- prompt construction ----------------------------------------------------------------
     def _prompt(self, messages, system_prompt, tool_specs) -> tuple[list[int], str, SplitReason | None]:
         r = self.renderer
-        hf, tools = r.to_hf_messages(list(messages), system_prompt, tool_specs, sampled=self._sampled)
+        hf, tools = r.to_hf_messages(list(messages), system_prompt, tool_specs, sampled=self.sampled_text)
         full_text = r.render(hf, tools, add_generation_prompt=True)
         prev_hf, self._prev_hf = self._prev_hf, (hf, tools)
         if not self.calls:
             return r.encode(full_text), full_text, None
-        extension, reason = self._extension(messages, full_text, prev_hf)
+        extension, reason = self._extension(messages, full_text, prev_hf, system_prompt, tool_specs)
         if extension is None and self.always_extend:
             extension = self._forced_extension(messages, system_prompt, tool_specs, hf, tools, reason)
             self.forced_extensions[reason.value] = self.forced_extensions.get(reason.value, 0) + 1
@@ -272,16 +323,30 @@ class TrainableModel(Model):
             tail.append(r.turn_end_id)  # the turn was cut before the model closed it
         return prev.prompt_ids + prev.response_ids + tail + r.encode(extension), full_text, None
 
-    def _extension(self, messages, full_text: str, prev_hf) -> tuple[str | None, SplitReason | None]:
+    def _extension(self, messages, full_text: str, prev_hf, system_prompt=None,
+                   tool_specs=None) -> tuple[str | None, SplitReason | None]:
         """The text to append after the previous call's sampled tokens, or (None, why not) when the
         template's full render does not start with exactly what the model saw and sampled."""
         prev = self._prev_messages
         if prev is None or len(messages) <= len(prev) or list(messages[: len(prev)]) != prev:
             return None, SplitReason.REWRITTEN_HISTORY  # e.g. trimmed by a conversation manager
+        # an assistant message the model did not sample exactly so (the turn it just sampled, edited
+        # by an agent behind the gateway, or one it never wrote) is never merged as context
+        unsampled = next((i for i, m in enumerate(messages[len(prev):])
+                          if m.get("role") == "assistant" and self.sampled_text(_blocks(m)) is None), None)
         seen = self._prev_prompt_text + self._prev_response_text + self.renderer.turn_end
-        if full_text.startswith(seen):
+        if unsampled is None and full_text.startswith(seen):
             return full_text[len(seen):], None
-        return None, self._split_reason(full_text, prev_hf)
+        if (system_prompt or None) != (self._prev_system or None):
+            return None, SplitReason.CHANGED_SYSTEM_PROMPT
+        if (tool_specs or None) != (self._prev_tools or None):
+            return None, SplitReason.CHANGED_TOOLS
+        reason = self._split_reason(full_text, prev_hf)
+        if reason is SplitReason.DROPPED_REASONING:
+            return None, reason
+        if unsampled is not None:
+            return None, SplitReason.EDITED_TURN if unsampled == 0 else SplitReason.FOREIGN_TURN
+        return None, reason
 
     def _forced_extension(self, messages, system_prompt, tool_specs, hf, tools, reason: SplitReason) -> str:
         """The text of the messages added since the previous call, as the template lays them out
@@ -294,7 +359,7 @@ class TrainableModel(Model):
             raise HistoryRewritten(f"always-extend mode: the conversation no longer extends the previous "
                                    f"call's messages ({reason.value})")
         r = self.renderer
-        upto, _ = r.to_hf_messages(list(messages[: len(prev) + 1]), system_prompt, tool_specs, sampled=self._sampled)
+        upto, _ = r.to_hf_messages(list(messages[: len(prev) + 1]), system_prompt, tool_specs, sampled=self.sampled_text)
         new = hf[len(upto):]
         delta = self._delta(upto, upto + new, tools)
         if delta is None:
@@ -333,6 +398,34 @@ class TrainableModel(Model):
         if fmt.end in seen_turn and _reasoning(rendered_turn, fmt) != _reasoning(seen_turn, fmt):
             return SplitReason.DROPPED_REASONING  # dropped, or emptied (no-think mode's empty block)
         return SplitReason.REFORMATTED_TURN
+
+
+class SampledTurn:
+    """What one model call produced: the record of the call, the sampled text (its end token left
+    out), the reasoning and content it splits into, the tool calls parsed from the content with
+    their ids (none when the turn was cut off), and Strands' stop reason."""
+
+    __slots__ = ("call", "text", "reasoning", "content", "tool_calls", "stop_reason", "snapshot")
+
+    def __init__(self, call: ModelCall, text: str, reasoning: str, content: str,
+                 tool_calls: list[tuple[str, ParsedToolCall]], stop_reason: str, snapshot: dict[str, Any]):
+        self.call, self.text, self.reasoning, self.content = call, text, reasoning, content
+        self.tool_calls, self.stop_reason, self.snapshot = tool_calls, stop_reason, snapshot
+
+    def blocks(self) -> list[dict[str, Any]]:
+        """The turn as the Strands message content blocks ``stream`` hands the agent."""
+        out: list[dict[str, Any]] = []
+        if self.reasoning:
+            out.append({"reasoningContent": {"reasoningText": {"text": self.reasoning}}})
+        if self.content or not self.tool_calls:
+            out.append({"text": self.content})
+        out.extend({"toolUse": {"toolUseId": i, "name": tc.name, "input": tc.arguments}} for i, tc in self.tool_calls)
+        return out
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content") or []
+    return [{"text": content}] if isinstance(content, str) else list(content)
 
 
 def _reasoning(text: str, fmt: ReasoningFormat) -> str | None:

@@ -47,6 +47,11 @@ class SplitReason(str, Enum):
     DROPPED_REASONING = "dropped_reasoning"  # the template drops or empties a reasoning block
     REFORMATTED_TURN = "reformatted_turn"  # the template lays the sampled turn out differently
     REWRITTEN_HISTORY = "rewritten_history"  # earlier turns trimmed, reordered or rendered differently
+    # what an agent behind the gateway (agentboost.gateway) can do that an agent built in-process does not
+    CHANGED_SYSTEM_PROMPT = "changed_system_prompt"  # the conversation went on under another system prompt
+    CHANGED_TOOLS = "changed_tools"  # ... or with another tool list
+    EDITED_TURN = "edited_turn"  # the turn the model just sampled came back changed (text, calls or arguments)
+    FOREIGN_TURN = "foreign_turn"  # an assistant message the model never sampled was added
 
     def __str__(self) -> str:
         return self.value
@@ -165,13 +170,15 @@ def build_segments(calls: list[ModelCall]) -> list[Segment]:
     """Merge consecutive calls into training sequences.
 
     A call joins the current segment when its prompt extends the segment's tokens exactly
-    (prompt = everything so far + new context); otherwise it opens a new segment. This needs only
-    the recorded token ids, so anyone can recompute it from the JSONL.
+    (prompt = everything so far + new context) and it was not re-rendered; otherwise it opens a
+    new segment. A re-rendered call whose tokens happen to extend (an assistant message the model
+    never sampled, rendered as context, behind the gateway) is still a counted split, never a
+    merge. This needs only the recorded calls, so anyone can recompute it from the JSONL.
     """
     segments: list[Segment] = []
     for i, call in enumerate(calls):
         cur = segments[-1] if segments else None
-        if cur is not None and _extends(call.prompt_ids, cur.input_ids):
+        if cur is not None and not call.rerendered and _extends(call.prompt_ids, cur.input_ids):
             new_ctx = call.prompt_ids[len(cur.input_ids):]
             cur.input_ids.extend(new_ctx)
             cur.loss_mask.extend([0] * len(new_ctx))

@@ -12,7 +12,7 @@ from agentboost.agents.chat_rendering import ChatRenderer
 from agentboost.agents.episode_runner import run_episode
 from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.agents.trainable_model import TrainableModel
-from agentboost.episodes.record import Episode, build_segments, check_episode
+from agentboost.episodes.record import Episode, SplitReason, build_segments, check_episode
 from agentboost.episodes.summary import split_metrics
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler
@@ -105,7 +105,7 @@ def test_non_thinking_tool_conversations_merge_into_one_segment(qwen3_tokenizer,
         seg = ep.segments[0]
         sampled = [t for t, m in zip(seg.input_ids, seg.loss_mask) if m]
         assert sampled == [t for c in ep.calls for t in c.response_ids]
-    assert split_metrics(eps) == {"merge_rate": 1.0, "split_reasons": {"dropped_reasoning": 0, "reformatted_turn": 0,
+    assert split_metrics(eps) == {"merge_rate": 1.0, "split_reasons": {**{r.value: 0 for r in SplitReason}, "dropped_reasoning": 0, "reformatted_turn": 0,
                                                                        "rewritten_history": 0}}
     assert eps[0].tool_calls[0].ok and eps[0].tool_calls[1].ok
 

@@ -1,0 +1,108 @@
+"""One episode behind the gateway: its lineages of trainable-model state, what the client asked
+for and was refused or ignored, and the record it becomes.
+
+A lineage is one conversation with the policy: the trainable model's state for one system prompt.
+A request goes to the lineage under the same system prompt; a request that carries on the latest
+lineage's conversation under another system prompt stays in it (a counted ``changed_system_prompt``
+split); anything else (a subagent with its own system prompt) opens a lineage of its own, so a
+subagent is never a reset of its parent. The record lists each lineage's calls in turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import secrets
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..agents.episode_runner import record_calls
+from ..agents.trainable_model import SampledTurn, TrainableModel
+from ..episodes.record import Episode, Status
+
+
+class SessionState:
+    OPEN = "open"
+    FINISHED = "finished"
+
+
+@dataclass
+class Lineage:
+    model: TrainableModel
+    # the last request (messages, system prompt, tools) and its answer, for an identical resend
+    last_request: str | None = None
+    last_turn: SampledTurn | None = None
+
+
+@dataclass
+class Session:
+    """``new_model`` builds a fresh trainable model (the run's sampler, renderer, sampling settings
+    and limits) for each lineage."""
+
+    new_model: Callable[[], TrainableModel]
+    task: dict[str, Any] = field(default_factory=dict)
+    episode_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    group_id: str | None = None
+    # the path segment (/s/{id}/v1) and the bearer key: both unguessable, each names the session
+    id: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    key: str = field(default_factory=lambda: "ab-" + secrets.token_urlsafe(24))
+    state: str = SessionState.OPEN
+    lineages: list[Lineage] = field(default_factory=list)
+    ignored_settings: Counter = field(default_factory=Counter)  # client sampling settings, logged and ignored
+    resends: int = 0  # identical resends whose answer replaced the previous one
+    incomplete: str | None = None  # why the episode cannot be trained on (a client gone mid-call)
+    failure: tuple[Status, str] | None = None  # a limit or a sampler error that ended the episode
+    output: Any = None  # what the agent returned (posted to finish, or the runner's)
+    last_messages: list[dict[str, Any]] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+    lock: asyncio.Lock | None = None  # created on the gateway's loop: one call at a time per session
+
+    def lineage_for(self, messages: list[dict[str, Any]], system: str | None) -> Lineage:
+        for lineage in reversed(self.lineages):
+            if (lineage.model._prev_system or None) == (system or None):
+                return lineage
+        if self.lineages:
+            last = self.lineages[-1]
+            prev = last.model._prev_messages or []
+            if prev and len(messages) > len(prev) and messages[: len(prev)] == prev:
+                return last  # the same conversation under another system prompt: a counted split
+        lineage = Lineage(self.new_model())
+        self.lineages.append(lineage)
+        return lineage
+
+    async def call(self, messages: list[dict[str, Any]], system: str | None,
+                   tool_specs: list[dict[str, Any]] | None) -> SampledTurn:
+        """One model call of this episode through the trainable model's core. An identical resend
+        of the lineage's last request (a client retrying after a lost answer) replaces that call."""
+        lineage = self.lineage_for(messages, system)
+        key = json.dumps([messages, system, tool_specs], sort_keys=True, ensure_ascii=False, default=repr)
+        if key == lineage.last_request and lineage.last_turn is not None:
+            lineage.model.undo_last_call(lineage.last_turn)
+            self.resends += 1
+        turn = await lineage.model.sample_turn(messages, tool_specs, system)
+        lineage.last_request, lineage.last_turn = key, turn
+        self.last_messages = copy.deepcopy(messages) + [{"role": "assistant", "content": turn.blocks()}]
+        return turn
+
+    def episode(self) -> Episode:
+        """The episode record (calls, segments, split reasons, tool calls, final answer); the host
+        scores it with the run's reward."""
+        ep = Episode(episode_id=self.episode_id, task_id=str(self.task.get("task_id", self.episode_id)),
+                     group_id=self.group_id or str(self.task.get("task_id", self.episode_id)))
+        ep.timings["wall_s"] = time.perf_counter() - self.started
+        record_calls(ep, [lineage.model for lineage in self.lineages], self.last_messages)
+        if self.failure is not None:
+            ep.status, ep.error = self.failure
+        if self.incomplete is not None:
+            # never trained on: the agent did not see the last answer, so what follows is unknown
+            ep.status, ep.error = Status.ERROR, f"incomplete: {self.incomplete}"
+        ep.metadata["gateway"] = {"lineages": len(self.lineages), "resends": self.resends,
+                                  "ignored_client_settings": dict(self.ignored_settings),
+                                  "incomplete": self.incomplete is not None}
+        if self.output is not None:
+            ep.metadata["agent_output"] = self.output
+        return ep
