@@ -8,8 +8,9 @@ the reward is the product of the checks of the task's reward basis.
   (telecom: the user's device state, line status, roaming and data limit, into the databases); the
   gold actions replay as tau2's evaluator replays them, with no sync after them. In telecom the two
   databases then differ whenever a gold action changes what the sync would copy (e.g.
-  ``refuel_data``: the device still shows the data limit exceeded), so tau2 gives such tasks a DB
-  check of 0 for every trajectory; agentboost gives the same, as tau2 is what users compare with.
+  ``refuel_data``: the device still shows the data limit exceeded), so tau2 gives a trajectory that
+  makes exactly the gold calls a DB check of 0 there; agentboost gives the same, as tau2 is what
+  users compare with.
 - ENV_ASSERTION: each assertion function, run on the replayed environment, returns its asserted value.
 - ACTION: each gold action is among the trajectory's tool calls (same name; the action's
   ``compare_args``, or all of the call's arguments when it has none, equal).
