@@ -10,6 +10,7 @@ MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3-4B}
 N_GPUS=${N_GPUS:-8}
 NNODES=${NNODES:-1}
 LORA_RANK=${LORA_RANK:-0}   # 0: full fine-tuning; e.g. 32 trains LoRA adapters instead
+source "$(dirname "${BASH_SOURCE[0]}")/loggers.sh"   # TRAINER_LOGGER: W&B only with its credentials
 
 ARGS=(
   # --- data: rows written by the example's prepare_*_data.py; agent_name selects the agent loop
@@ -65,7 +66,7 @@ ARGS=(
   # --- trainer
   trainer.n_gpus_per_node=$N_GPUS
   trainer.nnodes=$NNODES
-  trainer.logger='["console","wandb"]'
+  trainer.logger="$TRAINER_LOGGER"
   trainer.project_name=agentboost
   trainer.experiment_name=$EXPERIMENT
   trainer.val_before_train=True

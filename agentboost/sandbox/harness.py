@@ -106,7 +106,7 @@ def _run_test(req: dict, cfg: dict, compiled: dict, preamble: dict | None, resul
     main.__file__ = compiled["path"]
     main.__builtins__ = builtins
     sys.modules["__main__"] = main
-    exec(compiled["solution"], main.__dict__)
+    exec(compiled["program" if kind == "stdio" else "solution"], main.__dict__)
     if kind == "script":
         _serve(main.__dict__, req["_calls"], req["_answers"])
     return 0
@@ -355,8 +355,9 @@ def _child(req: dict, cfg: dict, compiled: dict, preamble: dict | None, fds: tup
         if "random" in sys.modules:  # imported by the preamble: fresh randomness, as a new process has
             sys.modules["random"].seed()
         def run() -> int:
-            if isinstance(compiled["solution"], BaseException):
-                raise compiled["solution"]
+            code = compiled["program" if req["kind"] == "stdio" else "solution"]
+            if isinstance(code, BaseException):
+                raise code
             return _run_test(req, cfg, compiled, preamble, result_fd)
 
         code = _status_of(run)
@@ -611,7 +612,8 @@ def _restore_solution(compiled: dict) -> None:
 
 def _load(message: dict, cfg: dict, home: str) -> dict:
     """A problem's solution, compiled once for all its tests (written beside the harness as
-    ``solution.py``, so tracebacks quote its lines)."""
+    ``solution.py``, so tracebacks quote its lines). ``program``: what a stdin test runs, the
+    solution itself or, for a program with a top-level ``return``, ``program_with_return``'s."""
     source, path = message["solution"], os.path.join(home, "solution.py")
     cfg["fn_name"] = message.get("fn_name")
     _write_solution(path, source)
@@ -619,7 +621,103 @@ def _load(message: dict, cfg: dict, home: str) -> dict:
         solution: object = compile(source, path, "exec", dont_inherit=True)
     except BaseException as e:  # a SyntaxError is each test's runtime error, raised in its process
         solution = e
-    return {"source": source, "solution": solution, "path": path}
+    program = solution
+    if isinstance(solution, SyntaxError) and solution.msg == "'return' outside function":
+        program = program_with_return(source, path) or solution
+    return {"source": source, "solution": solution, "program": program, "path": path}
+
+
+# -- a top-level ``return`` in a stdin program -------------------------------------------------------
+#
+# APPS's harness runs a standard-input program's body inside a function, so a top-level ``return``
+# (accepted human solutions in APPS have one) ends the program. Wrapping every program would change
+# what others do (their top-level names would become a function's locals: ``global x`` in their
+# functions, ``locals()``, ``from m import *`` inside a function, class bodies), so only a program
+# that does not compile as a module *because of* a top-level ``return`` is rewritten, and by its
+# syntax tree, not its text (indenting the text would change its multi-line strings, as APPS's does):
+#
+#   <docstring, the leading import statements: left at module level, as APPS leaves them>
+#   def <program>():
+#       global <every name of the module's own scope>   # so its names stay module globals
+#       <the rest of the program>
+#   <program>()
+#
+# The ``global`` declaration keeps the module's semantics for everything else: assignments, defs,
+# classes and imports bind globals, the program's functions see and rebind them as before, and
+# ``__name__`` is still ``"__main__"``. ``<program>`` is not an identifier, so the program cannot
+# name it. A top-level annotated assignment becomes a plain one (a declared global cannot be
+# annotated). A program the rewrite cannot express (a ``from m import *`` after other code, a
+# top-level ``yield`` or ``await``) keeps its SyntaxError.
+
+_PROGRAM = "<program>"
+
+
+class _TopLevel:
+    """Rewrites the top-level statements of a program (not the bodies of its defs, classes and
+    lambdas, which have scopes of their own)."""
+
+    def __init__(self, ast):
+        self.ast = ast
+
+    def rewrite(self, statements: list) -> list:
+        out = []
+        for node in statements:
+            out.extend(self.statement(node))
+        return out
+
+    def statement(self, node) -> list:
+        ast = self.ast
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return [node]
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if node.value is None:  # ``x: int`` alone binds nothing
+                return [ast.copy_location(ast.Pass(), node)]
+            return [ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)]
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            raise SyntaxError("import * only allowed at module level")
+        for field in ("body", "orelse", "finalbody"):
+            if isinstance(getattr(node, field, None), list):
+                setattr(node, field, self.rewrite(getattr(node, field)))
+        for handler in getattr(node, "handlers", None) or ():
+            handler.body = self.rewrite(handler.body)
+        for case in getattr(node, "cases", None) or ():
+            case.body = self.rewrite(case.body)
+        return [node]
+
+
+def program_with_return(source: str, path: str):
+    """The program's code with its top-level ``return`` ending it, as APPS's harness runs it (see
+    above); None when it cannot be expressed so (the caller keeps the SyntaxError)."""
+    import ast
+    import symtable
+
+    try:
+        tree = ast.parse(source, path)
+        names = sorted(symtable.symtable(source, path, "exec").get_identifiers())
+        head = 0
+        while head < len(tree.body) and (isinstance(tree.body[head], (ast.Import, ast.ImportFrom)) or (
+                head == 0 and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant)
+                and isinstance(tree.body[0].value.value, str))):
+            head += 1
+        rest = _TopLevel(ast).rewrite(tree.body[head:])
+        fields = {"name": _PROGRAM, "args": ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                                                          kw_defaults=[], kwarg=None, defaults=[]),
+                  "body": ([ast.Global(names=names)] if names else []) + rest, "decorator_list": [],
+                  "returns": None}
+        if "type_params" in ast.FunctionDef._fields:  # Python >= 3.12
+            fields["type_params"] = []
+        first = rest[0] if rest else tree.body[-1]
+        fn = ast.copy_location(ast.FunctionDef(**fields), first)
+        call = ast.copy_location(ast.Expr(ast.Call(func=ast.Name(_PROGRAM, ast.Load()), args=[], keywords=[])),
+                                 tree.body[-1])
+        tree.body = tree.body[:head] + [fn, call]
+        code = compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return None
+    for const in code.co_consts:  # a top-level yield or await would make it a generator or coroutine
+        if isinstance(const, types.CodeType) and const.co_name == _PROGRAM and const.co_flags & 0x3A0:
+            return None
+    return code
 
 
 def main() -> None:

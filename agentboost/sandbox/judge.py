@@ -11,7 +11,8 @@ Test cases (the project's task schema, ``tests.public`` / ``tests.hidden``):
 ``run_tests`` runs all the tests of one answer in one sandboxed harness (``sandbox.harness``), one
 forked process per test; ``run_tests_per_process`` is the judge before it, one sandbox per test,
 kept as the benchmark's baseline. Both grade each run with ``_grade``, so their verdicts agree
-(except that only the harness gives call-based tests the import preamble).
+(except that only the harness gives call-based tests the import preamble and lets a top-level
+``return`` end a stdin program).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ export VLLM_USE_V1=1                               # the fork's async server dri
 export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1             # the fork raises max_model_len to at least 32k
 export PYTORCH_CUDA_ALLOC_CONF="expandable_segments:False"  # vLLM sleep mode needs it off
 ulimit -n 1048576 || true                          # many episodes, many sockets
+source "$(dirname "$0")/../loggers.sh"             # TRAINER_LOGGER: W&B only with its credentials
 
 python3 "$(dirname "$0")/train_deepcoder_with_strands_rllm.py" \
     +agentboost.tasks_dir="$TASKS_DIR" `# agentboost task files (train.parquet / test.parquet)` \
@@ -70,7 +71,7 @@ python3 "$(dirname "$0")/train_deepcoder_with_strands_rllm.py" \
     +agent.engine_args.agentboost_slots=32 `# episodes per worker at once` \
     trainer.rejection_sample=False `# keep every group, even all-pass / all-fail ones` \
     trainer.critic_warmup=0 \
-    trainer.logger="['console','wandb']" \
+    trainer.logger="$TRAINER_LOGGER" `# console + W&B with credentials, else console + TensorBoard` \
     trainer.project_name=agentboost-rllm \
     trainer.experiment_name=deepcoder-qwen3-4b \
     trainer.default_local_dir="$OUT_DIR" `# checkpoints, chat logs, and agentboost episode JSONL` \

@@ -1,11 +1,12 @@
 """The math reward's equivalence and the dataset preparers' row handling."""
 
 import json
+import re
 
 import pyarrow.parquet as pq
 import pytest
 
-from agentboost.data.prepare import DataSourceError, PrepareOptions, prepare
+from agentboost.data.prepare import DataSourceError, PrepareOptions, prepare, starter_function_name
 from agentboost.episodes.record import Episode
 from agentboost.rewards.math import extract_answer, math_reward
 from agentboost.sandbox.judge import run_tests
@@ -74,7 +75,8 @@ def test_deepcoder_rows_good_and_bad(tmp_path):
     report = prepare("deepcoder", tmp_path / "out", source=str(src), opts=PrepareOptions(test_fraction=0.0, show_example=True))
     assert (report.read, report.kept) == (11, 5)
     assert report.rejected == {"no problem text": 1, "tests is not valid JSON": 1, "no tests": 1,
-                               "functional tests without a function name (metadata.func_name)": 1,
+                               "functional tests without a function name (no metadata.func_name, "
+                               "no starter code naming one)": 1,
                                "unknown test type 'carrier-pigeon'": 1,
                                "taco tests: inputs and outputs must be lists of the same length": 1}
     assert report.with_image == 1 and report.layouts == {"taco": 3, "lcb": 1, "primeintellect": 1}
@@ -150,6 +152,96 @@ def test_upstream_code_layouts(tmp_path):
     assert code_reward(two, ep(two["starter_code"] + body)).score == 1.0
     for tid in ("deepcoder_1", "deepcoder-2", "1000_A. Square"):
         assert code_reward(tasks[tid], ep("n = int(input())\nprint(n * n)\n")).score == 1.0, tid
+
+
+# LiveCodeBench functional rows (LeetCode problems) as a DeepCoder / rLLM export has them: half carry
+# metadata.func_name, half only the starter code that names the method
+LCB_PROBLEMS = [
+    ("count-pairs", "Return the number of pairs i < j with nums[i] + nums[j] < target.",
+     "class Solution:\n    def countPairs(self, nums: List[int], target: int) -> int:\n        ",
+     "        return sum(1 for j in range(len(nums)) for i in range(j) if nums[i] + nums[j] < target)\n",
+     [([[-1, 1, 2, 3, 1], 2], 3), ([[-6, 2, 5, -2, -7, -1, 3], -2], 10), ([[1], 5], 0)]),
+    ("longest-alternating", "Return the length of the longest alternating subarray, or -1.",
+     "# helper classes are commented out in LeetCode's starters\n# def helper(self): ...\n"
+     "class Solution:\n    def alternatingSubarray(self, nums: List[int]) -> int:\n        ",
+     "        best = -1\n        for i in range(len(nums)):\n            d = 1\n"
+     "            for j in range(i + 1, len(nums)):\n                if nums[j] - nums[j - 1] != d:\n"
+     "                    break\n                best = max(best, j - i + 1)\n                d = -d\n"
+     "        return best\n",
+     [([[2, 3, 4, 3, 4]], 4), ([[4, 5, 6]], 2), ([[1, 1]], -1)]),
+    ("max-sum-pair", "Return the maximum sum of a pair whose largest digits are equal, or -1.",
+     "class Solution:\n    def maxSum(self, nums: List[int]) -> int:\n",
+     "        best, top = -1, {}\n        for n in nums:\n            d = max(str(n))\n"
+     "            if d in top:\n                best = max(best, top[d] + n)\n"
+     "            top[d] = max(top.get(d, 0), n)\n        return best\n",
+     [([[51, 71, 17, 24, 42]], 88), ([[1, 2, 3, 4]], -1)]),
+]
+
+
+def lcb_row(task_id, statement, starter, cases, *, named, where):
+    """A LiveCodeBench functional row; ``where`` the starter code is: its column, or only inside the
+    statement in LiveCodeBench's prompt format (as rLLM's rows keep the question)."""
+    fn = re.search(r"^class Solution:\n    def (\w+)\(self", starter, re.M).group(1)
+    tests = [{"input": "\n".join(json.dumps(a) for a in args), "output": json.dumps(out), "testtype": "functional",
+              "metadata": {"func_name": fn if named else None}} for args, out in cases]
+    row = {"uid": f"{task_id}-{'named' if named else where}", "ground_truth": json.dumps(tests),
+           "data_source": "livecodebench", "metadata": json.dumps({"func_name": fn} if named else {})}
+    if where == "column":
+        row.update(question=statement, starter_code=starter)
+    else:
+        row["question"] = (statement + "\n\n### Format: You will use the following starter code to write the "
+                           "solution to the problem and enclose your code within delimiters.\n```python\n"
+                           + starter + "\n```\n\n### Answer: (use the provided format with backticks)\n")
+    return row
+
+
+def test_livecodebench_functional_rows_without_func_name_take_it_from_the_starter_code(tmp_path):
+    rows = []
+    for task_id, statement, starter, _, cases in LCB_PROBLEMS:
+        rows += [lcb_row(task_id, statement, starter, cases, named=True, where="column"),
+                 lcb_row(task_id, statement, starter, cases, named=False, where="column"),
+                 lcb_row(task_id, statement, starter, cases, named=False, where="statement")]
+    # what still names no function: no starter code at all, or a class with two public methods
+    no_starter = lcb_row("x", "Sum.", "class Solution:\n    def f(self, a): ...", [([1], 1)], named=False, where="column")
+    no_starter.pop("starter_code")
+    two = lcb_row("y", "Two.", "class Solution:\n    def f(self, a): ...", [([1], 1)], named=False, where="column")
+    two["starter_code"] = "class Solution:\n    def f(self, a):\n        pass\n    def g(self, a):\n        pass\n"
+    src = write_jsonl(tmp_path / "lcb.jsonl", rows + [no_starter, two])
+    report = prepare("livecodebench", tmp_path / "out", source=str(src), opts=PrepareOptions(test_fraction=0.0))
+    assert (report.read, report.kept) == (11, 9)
+    assert report.rejected == {"functional tests without a function name (no metadata.func_name, "
+                               "no starter code naming one)": 2}
+    tasks = {t["task_id"]: t for t in read(tmp_path / "out", "train")}
+    for task_id, _, starter, body, _ in LCB_PROBLEMS:
+        named = tasks[f"{task_id}-named"]
+        for where in ("column", "statement"):
+            t = tasks[f"{task_id}-{where}"]
+            # the same function and the same tests as the row that carries the name
+            assert t["fn_name"] == named["fn_name"] and json.loads(t["tests"]) == json.loads(named["tests"]), where
+            # and the reference solution (the starter code completed) passes every test, public ones included
+            tests = json.loads(t["tests"])
+            outcomes = run_tests(starter.rstrip() + "\n" + body, tests["public"] + tests["hidden"], fn_name=t["fn_name"])
+            assert outcomes and all(o.passed for o in outcomes), (task_id, where, [o.detail for o in outcomes])
+            # a wrong solution fails them: the tests are real
+            wrong = run_tests(starter.rstrip() + "\n        return 0\n", tests["public"] + tests["hidden"],
+                              fn_name=t["fn_name"])
+            assert not all(o.passed for o in wrong), task_id
+    assert [tasks[f"{p[0]}-named"]["fn_name"] for p in LCB_PROBLEMS] == ["countPairs", "alternatingSubarray", "maxSum"]
+
+
+@pytest.mark.parametrize("starter, name", [
+    ("class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n        ", "twoSum"),
+    ("# Definition for a binary tree node.\n# class TreeNode:\n#     def __init__(self, val=0):\n"
+     "class Solution:\n    def maxDepth(self, root: Optional[TreeNode]) -> int:\n", "maxDepth"),
+    ("class Solution:\n    def __init__(self):\n        pass\n    def solve(self, s: str) -> str:\n"
+     "        def inner(x):\n            return x\n", "solve"),
+    ("def add(a, b):\n    pass\n", "add"),
+    ("class Solution:\n    def f(self): pass\n    def g(self): pass\n", None),
+    ("class MinStack:\n    def push(self, x): pass\n", None),
+    ("", None),
+])
+def test_starter_function_name(starter, name):
+    assert starter_function_name(starter) == name
 
 
 def test_math_rows_good_and_bad(tmp_path):

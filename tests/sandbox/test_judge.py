@@ -59,17 +59,60 @@ def test_starter_code_completed_verbatim_passes():
 
 
 def test_stdin_programs_run_as_written():
-    # no preamble for stdin programs, and a top-level return stays a SyntaxError
+    # no preamble for stdin programs
     o = run_tests("print(List)\n", square_tests(1), limits=LIMITS)
     assert o[0].verdict == "runtime_error" and "NameError" in o[0].detail
-    o = run_tests("n = int(input())\nprint(n * n)\nreturn\n", square_tests(1), limits=LIMITS)
-    assert o[0].verdict == "runtime_error" and "SyntaxError" in o[0].detail
     # __name__ is __main__, sys.stdin / input / open(0) read the test's input, sys.exit(0) is a clean exit
     code = ("import sys\nif __name__ == '__main__':\n    n = int(sys.stdin.readline())\n"
             "    print(n * n)\n    sys.exit(0)\nprint('never')\n")
     assert [o.verdict for o in run_tests(code, square_tests(3), limits=LIMITS)] == ["passed"] * 3
     code = "n = int(open(0).read())\nimport threading\nt = threading.Thread(target=lambda: print(n * n))\nt.start()\n"
     assert [o.verdict for o in run_tests(code, square_tests(3), limits=LIMITS)] == ["passed"] * 3
+
+
+def test_a_top_level_return_ends_a_stdin_program_as_in_apps():
+    # APPS's harness runs a program's body in a function: a top-level return ends the program
+    o = run_tests("n = int(input())\nprint(n * n)\nreturn\n", square_tests(3), limits=LIMITS)
+    assert [t.verdict for t in o] == ["passed"] * 3, [t.detail for t in o]
+    # the code after the return would print a wrong answer: the return ends it first
+    code = "n = int(input())\nprint(n * n)\nreturn\nprint('wrong')\n"
+    assert [t.verdict for t in run_tests(code, square_tests(3), limits=LIMITS)] == ["passed"] * 3
+    # a return inside an if (and a for, a try with finally) at module level ends the program there;
+    # the names stay module globals: a function rebinds one with `global`, another reads it
+    code = ("import sys\nfrom math import *\ncount: int = 0\n"
+            "def bump():\n    global count\n    count += 1\n"
+            "def square():\n    return count * count\n"
+            "n = int(sys.stdin.readline())\n"
+            "for _ in range(n):\n    bump()\n"
+            "if n == 2:\n    try:\n        print(square())\n        return\n    finally:\n        sys.stdout.flush()\n"
+            "print(int(sqrt(square())) ** 2)\n")
+    assert [t.verdict for t in run_tests(code, square_tests(4), limits=LIMITS)] == ["passed"] * 4
+    # without the return the same program printing twice is wrong: the return is what ends it
+    broken = code.replace("        return\n", "        pass\n")
+    assert [t.verdict for t in run_tests(broken, square_tests(4), limits=LIMITS)] == [
+        "passed", "passed", "wrong_output", "passed"]
+    # a multi-line string keeps its text (the rewrite is by syntax tree, not by indenting lines)
+    code = 's = """a\n  b"""\nn = int(input())\nif n >= 0:\n    print(n * n if s == "a\\n  b" else -1)\n    return\n'
+    assert [t.verdict for t in run_tests(code, square_tests(2), limits=LIMITS)] == ["passed"] * 2
+    # a return not taken: the program goes on, and its error is its runtime error
+    o = run_tests("n = int(input())\nprint(n * n)\nif n == 0:\n    return\nraise ValueError(n)\n", square_tests(2),
+                  limits=LIMITS)
+    assert o[0].verdict == "passed" and o[1].verdict == "runtime_error" and "ValueError: 1" in o[1].detail
+    # what cannot be a function body keeps its SyntaxError; so does a call-based or script solution
+    for bad in ("x = 1\nyield x\nreturn\n", "n = 1\nfrom math import *\nreturn\n"):
+        o = run_tests(bad, square_tests(1), limits=LIMITS)
+        assert o[0].verdict == "runtime_error" and "SyntaxError" in o[0].detail, o[0].detail
+    o = run_tests("def f(x):\n    return x\nreturn\n", [{"kind": "call", "args": [1], "expected": 1}], fn_name="f",
+                  limits=LIMITS)
+    assert o[0].verdict == "runtime_error" and "SyntaxError" in o[0].detail
+
+
+def test_a_program_whose_returns_are_inside_functions_runs_as_before():
+    # the rewrite applies only when the module does not compile because of a top-level return:
+    # module-level names, locals() at top level and a star import after code behave as a module's
+    code = ("n = int(input())\nfrom math import *\ndef sq(k):\n    return k * k\n"
+            "print(sq(n) if 'n' in locals() and floor(1.5) == 1 else -1)\n")
+    assert [t.verdict for t in run_tests(code, square_tests(3), limits=LIMITS)] == ["passed"] * 3
 
 
 def test_wrong_only_on_the_last_of_15_tests_fails():

@@ -4,6 +4,13 @@ the reward is the product of the checks of the task's reward basis.
 - DB: the agent's (and in telecom the user's) database after replaying every tool call of the
   trajectory on a fresh environment in the task's initial state has the same tau2 hash as after
   replaying the gold actions on another fresh one (a gold action that errors is skipped, as tau2 does).
+  The trajectory's calls replay as tau2 ran them live, each followed by the environment's sync
+  (telecom: the user's device state, line status, roaming and data limit, into the databases); the
+  gold actions replay as tau2's evaluator replays them, with no sync after them. In telecom the two
+  databases then differ whenever a gold action changes what the sync would copy (e.g.
+  ``refuel_data``: the device still shows the data limit exceeded), so tau2 gives a trajectory that
+  makes exactly the gold calls a DB check of 0 there; agentboost gives the same, as tau2 is what
+  users compare with.
 - ENV_ASSERTION: each assertion function, run on the replayed environment, returns its asserted value.
 - ACTION: each gold action is among the trajectory's tool calls (same name; the action's
   ``compare_args``, or all of the call's arguments when it has none, equal).
@@ -27,7 +34,6 @@ from ...reasoning import block_content
 from ...rewards.registry import RewardResult
 from .domain import (
     Tau2Error,
-    call_tool,
     initial_environment,
     tool_calls_with_results,
 )
@@ -83,8 +89,14 @@ def _db_and_assertions(row: dict, messages: list[dict], crit: dict, solo_mode: b
         return 1.0, 1.0
     predicted = initial_environment(row, solo_mode=solo_mode, history=messages)
     gold = initial_environment(row)
-    for i, a in enumerate(actions or []):
-        call_tool(gold, f"gold_{i}", a["name"], a["arguments"], a.get("requestor", "assistant"))
+    for a in actions or []:
+        # tau2's evaluator calls the gold actions with make_tool_call, which does not sync the
+        # environment (a live call, as in the trajectory's replay, does): no sync here either, or the
+        # DB check differs from tau2's in telecom
+        try:
+            gold.make_tool_call(a["name"], requestor=a.get("requestor", "assistant"), **a["arguments"])
+        except Exception:  # a gold action that raises is skipped, as tau2 skips it (its changes so far stay)
+            pass
     db = float(gold.get_db_hash() == predicted.get_db_hash()
                and gold.get_user_db_hash() == predicted.get_user_db_hash())
     env = 1.0

