@@ -236,6 +236,13 @@ class StrandsAgentLoop(AgentLoopBase):
         tool_errors = sum(1 for t in ep.tool_calls if not t.ok)
         forced = ep.metadata.get("forced_extensions", {})
         outcome = ep.reward_components.get("outcome", reward) if not ep.failed else reward
+        # which trainer steps' weights sampled the episode: veRL's v1 trainer reads these on every
+        # row (staleness metrics); an episode with no sampled call takes the newest version seen here
+        versions = [c.weight_version for c in ep.calls if c.weight_version is not None]
+        if not versions:
+            from . import sampler as verl_sampler
+
+            versions = [verl_sampler.LATEST_WEIGHT_VERSION or 0]
         return AgentLoopOutput(
             prompt_ids=row.prompt_ids, response_ids=row.response_ids, response_mask=row.response_mask,
             response_logprobs=row.response_logprobs if want_logprobs else None,
@@ -246,6 +253,7 @@ class StrandsAgentLoop(AgentLoopBase):
                                      compute_score=ep.timings.get("reward_s", 0.0)),
             extra_fields={
                 "turn_scores": [], "tool_rewards": [],
+                "min_global_steps": min(versions), "max_global_steps": max(versions),
                 "agentboost_status": row.status, "agentboost_reward": float(reward), "agentboost_error": row.error or "",
                 "agentboost_task_id": ep.task_id, "agentboost_episode_id": ep.episode_id,
                 "agentboost_model_calls": len(ep.calls), "agentboost_tool_calls": len(ep.tool_calls),

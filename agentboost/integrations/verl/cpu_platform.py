@@ -23,6 +23,23 @@ import torch
 from verl.plugin.platform.platform_base import PlatformBase
 from verl.plugin.platform.platform_manager import PlatformRegistry
 
+class _CPUDeviceModule(ModuleType):
+    """``torch.cpu`` plus the memory queries veRL makes of a device module (``torch.cuda``'s names):
+    on the CPU there is no device memory to report, so they report none."""
+
+    def __getattr__(self, name: str):
+        if name.startswith(("memory_", "max_memory_")) or name in ("mem_get_info",):
+            return lambda *a, **k: (0, 0) if name == "mem_get_info" else 0
+        if name in ("empty_cache", "reset_peak_memory_stats", "ipc_collect", "set_device"):
+            return lambda *a, **k: None
+        if name == "get_device_name":  # veRL's flops counter reads it; "CPU" is what it expects of the CPU
+            return lambda *a, **k: "CPU"
+        return getattr(torch.cpu, name)
+
+
+_DEVICE_MODULE = _CPUDeviceModule("agentboost_cpu_device")
+
+
 @PlatformRegistry.register(platform="cpu")
 class PlatformCPU(PlatformBase):
     """Every device call is a no-op or the CPU's answer; collectives use gloo."""
@@ -37,7 +54,7 @@ class PlatformCPU(PlatformBase):
 
     @property
     def device_module(self) -> ModuleType:
-        return torch.cpu
+        return _DEVICE_MODULE
 
     def is_available(self) -> bool:
         return True
@@ -46,8 +63,10 @@ class PlatformCPU(PlatformBase):
         # never auto-detected: only VERL_PLATFORM=cpu chooses it
         return False
 
-    def current_device(self) -> int:
-        return 0
+    def current_device(self) -> str:
+        # veRL moves tensors with ``.to(get_device_id())``: an index would mean cuda:N, the name
+        # means the CPU
+        return "cpu"
 
     def device_count(self) -> int:
         return 1
@@ -123,5 +142,34 @@ def _one_gloo_backend() -> None:
     distributed.initialize_global_process_group_ray = initialize_global_process_group_ray
 
 
+def _fsdp_engines_on_cpu() -> None:
+    """veRL registers its FSDP engines per device (cuda, npu); the same classes serve the CPU
+    (torch FSDP runs there over gloo). Registered through veRL's own ``EngineRegistry``."""
+    from verl.workers.engine.base import EngineRegistry
+    from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead, FSDPEngineWithValueHead
+
+    for model_type, engine in (("language_model", FSDPEngineWithLMHead), ("value_model", FSDPEngineWithValueHead)):
+        for backend in ("fsdp", "fsdp2"):
+            if "cpu" not in EngineRegistry._engines.get(model_type, {}).get(backend, {}):
+                EngineRegistry.register(model_type=model_type, backend=backend, device="cpu")(engine)
+
+
+def _cpu_rollout() -> None:
+    """``actor_rollout_ref.rollout.name=agentboost_cpu`` (``cpu_rollout.py``), through veRL's rollout
+    registries; the module is imported only when veRL asks for it (it imports veRL itself)."""
+    from verl.workers.rollout.base import _ROLLOUT_REGISTRY
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    def replica():
+        from .cpu_rollout import CPURolloutReplica
+
+        return CPURolloutReplica
+
+    _ROLLOUT_REGISTRY[("agentboost_cpu", "async")] = "agentboost.integrations.verl.cpu_rollout.CPUServerAdapter"
+    RolloutReplicaRegistry.register("agentboost_cpu", replica)
+
+
 if selected():
     _one_gloo_backend()
+    _fsdp_engines_on_cpu()
+    _cpu_rollout()

@@ -26,6 +26,11 @@ from ...sampling.protocol import SamplerError, SampleResult, SamplingParams
 ROLLOUT_KEYS = ("temperature", "top_p", "top_k", "repetition_penalty", "min_p", "seed")
 
 
+# the newest weight version a server output named in this process: veRL's trainer wants a version
+# on every row, and an episode that failed before its first model call has none of its own
+LATEST_WEIGHT_VERSION: int | None = None
+
+
 class VerlServerSampler:
     def __init__(self, server_manager: Any, request_id: str, rollout_params: dict[str, Any],
                  stop_token_ids: Iterable[int]):
@@ -62,4 +67,12 @@ class VerlServerSampler:
             raise SamplerError(f"veRL server returned {0 if logprobs is None else len(logprobs)} log-probs "
                                f"for {len(ids)} tokens although they were requested")
         finish = "stop" if ids[-1] in self.stop_token_ids else "length"
-        return SampleResult(response_ids=ids, logprobs=[float(x) for x in logprobs], finish_reason=finish)
+        extra = getattr(out, "extra_fields", None) or {}
+        # veRL's server client tags each output with the trainer step whose weights sampled it
+        version = extra.get("max_global_steps", extra.get("global_steps"))
+        version = int(version) if version is not None else None
+        if version is not None:
+            global LATEST_WEIGHT_VERSION
+            LATEST_WEIGHT_VERSION = max(LATEST_WEIGHT_VERSION or 0, version)
+        return SampleResult(response_ids=ids, logprobs=[float(x) for x in logprobs], finish_reason=finish,
+                            weight_version=version)
