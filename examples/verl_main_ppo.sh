@@ -76,6 +76,74 @@ ARGS=(
   trainer.default_local_dir="$CKPT_DIR"
 )
 
+# CPU_SMOKE=1: the same stock main_ppo, end to end on a CPU machine in a few minutes: a test and
+# development aid, not a way to train. veRL's CPU platform and the agentboost_cpu rollout come from
+# agentboost's veRL plugin (agentboost/integrations/verl/cpu_platform.py, selected by the two
+# VERL_* variables; nothing of veRL's is edited); the policy is the embedded SmolLM2-135M; FSDP2
+# over gloo; two steps of 2 tasks x 2 episodes; no validation, no checkpoint, console logging. The
+# data and the agent are the quickstart's calculator agent on 16 of its tasks, not this script's
+# (SmolLM2 solves no math or code task, and GRPO with all-zero rewards would not update anything);
+# every episode is written to $SMOKE_DIR/episodes for `agentboost check`. The overrides below come
+# last, so they win over the script's.
+if [ "${CPU_SMOKE:-0}" = "1" ]; then
+  SMOKE_DIR=${SMOKE_DIR:-$(mktemp -d)}
+  QUICKSTART="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/quickstart/data"
+  mkdir -p "$SMOKE_DIR/episodes"
+  if [ "${DRY_RUN:-0}" != "1" ]; then
+    head -n 16 "$QUICKSTART/train.jsonl" > "$SMOKE_DIR/train.jsonl"
+    head -n 4 "$QUICKSTART/test.jsonl" > "$SMOKE_DIR/test.jsonl"
+    python3 -m agentboost.cli data verl "$SMOKE_DIR/train.jsonl" --out "$SMOKE_DIR/train.parquet" >/dev/null
+    python3 -m agentboost.cli data verl "$SMOKE_DIR/test.jsonl" --out "$SMOKE_DIR/test.parquet" >/dev/null
+    SMOKE_MODEL=$(python3 -c "from agentboost.models.loading import resolve_model_path; print(resolve_model_path('smollm2-135m-instruct'))")
+  else
+    SMOKE_MODEL="<the embedded smollm2-135m-instruct>"
+  fi
+  cat > "$SMOKE_DIR/agent_loop.yaml" <<YAML
+- name: strands_agent
+  _target_: agentboost.integrations.verl.agent_loop.StrandsAgentLoop
+  agent:
+    tools: ["agentboost.tools.calculator:calculator"]
+    system_prompt: "You are a helpful assistant with a calculator tool. Use the calculator for the arithmetic, then give the final answer as a number."
+    max_model_calls: 3
+    max_response_tokens: 192
+  env: {reward: exact_answer}
+  max_new_tokens: 48
+  episodes_dir: $SMOKE_DIR/episodes
+YAML
+  export VERL_USE_EXTERNAL_MODULES=agentboost.integrations.verl.cpu_platform VERL_PLATFORM=cpu WANDB_MODE=disabled
+  ARGS+=(
+    data.train_files="$SMOKE_DIR/train.parquet" data.val_files="$SMOKE_DIR/test.parquet"
+    data.train_batch_size=2 data.max_prompt_length=512 data.max_response_length=256 data.filter_overlong_prompts=False
+    actor_rollout_ref.model.path="$SMOKE_MODEL"
+    actor_rollout_ref.model.lora_rank=0
+    actor_rollout_ref.model.use_remove_padding=False                  # needs flash-attn's kernels
+    actor_rollout_ref.model.enable_gradient_checkpointing=False
+    +actor_rollout_ref.model.override_config.attn_implementation=sdpa # no flash-attn on CPU
+    actor_rollout_ref.rollout.name=agentboost_cpu                     # agentboost's engine as veRL's replica
+    actor_rollout_ref.rollout.agent.agent_loop_config_path="$SMOKE_DIR/agent_loop.yaml"
+    actor_rollout_ref.rollout.agent.num_workers=1
+    actor_rollout_ref.rollout.n=2
+    actor_rollout_ref.rollout.free_cache_engine=False
+    actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=False
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2
+    actor_rollout_ref.rollout.val_kwargs.n=1
+    actor_rollout_ref.actor.strategy=fsdp2                            # FSDP1 wants a GPU to sync module states
+    actor_rollout_ref.actor.fsdp_config.model_dtype=fp32
+    actor_rollout_ref.actor.optim.lr=1e-5
+    actor_rollout_ref.actor.ppo_mini_batch_size=2
+    actor_rollout_ref.actor.use_dynamic_bsz=False
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2
+    trainer.n_gpus_per_node=1 trainer.nnodes=1
+    trainer.logger='["console"]'
+    trainer.experiment_name="${EXPERIMENT}_cpu_smoke"
+    trainer.val_before_train=False trainer.test_freq=-1 trainer.save_freq=-1
+    trainer.total_training_steps=2
+    trainer.default_local_dir="$SMOKE_DIR/checkpoints"
+    +ray_kwargs.ray_init.num_gpus=1                                   # logical: Ray's GPU resource schedules the CPU workers
+    ray_kwargs.ray_init.num_cpus=32                                   # logical too: veRL starts many small actors
+  )
+fi
+
 if [ "${DRY_RUN:-0}" = "1" ]; then
   printf '%s\n' "${ARGS[@]}" "$@"
   exit 0

@@ -14,6 +14,8 @@ veRL builds one loop instance per sample from an entry of the YAML list named by
       stop_token_ids: []          # besides the end-of-turn and end-of-text tokens
       template_kwargs: {}         # besides data.apply_chat_template_kwargs (e.g. enable_thinking)
       score_timeout_s: 120        # the reward's own limit, after the episode's timeout_s
+      episodes_dir: null          # a directory: every episode appended there as a token-exact record
+                                  # (episodes-<host>-<pid>.jsonl per worker; `agentboost check` reads it)
 
 (``tools`` is nested under ``agent`` because veRL passes its own ``tools=`` to every loop.)
 
@@ -57,7 +59,7 @@ from ...agents.chat_rendering import ChatRenderer
 from ...agents.episode_runner import run_episode
 from ...agents.strands_agent import StrandsAgentSpec
 from ...environments.strands_env import StrandsEnv
-from ...episodes.record import Episode, Status
+from ...episodes.record import Episode, EpisodeWriter, Status
 from ...errors import InputError
 from ...rewards.groups import GroupPolicy, apply_group_policy
 from ...rewards.registry import default_reward
@@ -149,11 +151,26 @@ def task_from_row(row: dict[str, Any]) -> dict[str, Any]:
     return task
 
 
+_WRITERS: dict[str, EpisodeWriter] = {}
+
+
+def _episode_writer(directory: str) -> EpisodeWriter:
+    """One append-only file per worker process (loops are built per sample; the file is shared)."""
+    import os
+    import socket
+
+    path = os.path.join(str(directory), f"episodes-{socket.gethostname()}-{os.getpid()}.jsonl")
+    if path not in _WRITERS:
+        _WRITERS[path] = EpisodeWriter(path)
+    return _WRITERS[path]
+
+
 class StrandsAgentLoop(AgentLoopBase):
     def __init__(self, trainer_config, server_manager, tokenizer, processor, dataset_cls, data_config,
                  agent: dict | None = None, env: dict | None = None, max_new_tokens: int | None = None,
                  stop_token_ids: list[int] | None = None, template_kwargs: dict | None = None,
-                 score_timeout_s: float = 120.0, name: str | None = None, **kwargs: Any):
+                 score_timeout_s: float = 120.0, name: str | None = None, episodes_dir: str | None = None,
+                 **kwargs: Any):
         kwargs.pop("tools", None)  # veRL's own tool list; this loop's tools are under ``agent``
         super().__init__(trainer_config, server_manager, tokenizer, processor, dataset_cls, data_config, **kwargs)
         self.name = name
@@ -172,6 +189,7 @@ class StrandsAgentLoop(AgentLoopBase):
         self.stop_token_ids = tuple(sorted(stops))
         self.score_timeout_s = float(score_timeout_s)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.episodes = _episode_writer(episodes_dir) if episodes_dir else None
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         t0 = time.perf_counter()
@@ -183,7 +201,10 @@ class StrandsAgentLoop(AgentLoopBase):
                          group_id=str(kwargs.get("uid", "?")), status=Status.ERROR, error=str(e))
             return self._output(ep, want_logprobs, t0)
         ep = await self.run_episode(task, sampling_params, group_id=str(kwargs.get("uid", task["task_id"])))
-        return self._output(ep, want_logprobs, t0)
+        out = self._output(ep, want_logprobs, t0)
+        if self.episodes is not None:
+            self.episodes.write(ep)  # after _output: a failed episode is kept with its reason
+        return out
 
     async def run_episode(self, task: dict[str, Any], sampling_params: dict[str, Any], group_id: str) -> Episode:
         """One scored episode (never raises): run with the rollout's parameters, scored off the

@@ -46,6 +46,8 @@ class CPURolloutServer:
         torch.manual_seed(seed)
         model, tokenizer = load_policy(model_path)
         self.engine = LocalEngine(model.eval(), tokenizer, max_batch_size=max_batch_size)
+        # the weights it started from, to say how far each update moved the served policy
+        self.initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
         self.global_steps = 0  # veRL's step whose weights are served (0: the weights it started from)
         self.loads = 0
 
@@ -77,13 +79,19 @@ class CPURolloutServer:
             raise ValueError(f"the weight update lacks {len(missing)} of the model's tensors, e.g. {missing[:3]}")
         with torch.no_grad():
             model.load_state_dict({k: v for k, v in weights.items() if k in own}, strict=False)
+            moved = max(float((v - self.initial[k]).abs().max()) for k, v in model.state_dict().items()
+                        if k in self.initial and v.is_floating_point())
         if global_steps is not None:
             self.global_steps = int(global_steps)
         self.loads += 1
+        self.moved = moved
+        # one line per sync in the run's log: what the next rollouts sample
+        print(f"agentboost_cpu rollout: serving the weights of step {self.global_steps} "
+              f"(sync {self.loads}; max |w - w0| = {moved:.3e})", flush=True)
         return self.loads
 
     def weight_state(self) -> dict[str, Any]:
-        return {"global_steps": self.global_steps, "loads": self.loads}
+        return {"global_steps": self.global_steps, "loads": self.loads, "max_abs_change": getattr(self, "moved", 0.0)}
 
     # the control surface veRL calls on every server; on CPU there is no memory to release
     async def wake_up(self):
