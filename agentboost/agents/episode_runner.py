@@ -150,7 +150,10 @@ async def run_episode(spec: StrandsAgentSpec, task: dict[str, Any], sampler: Sam
             ep.status, ep.error = classify_failure(e, model)
     ep.timings["wall_s"] = time.perf_counter() - t0
     ep.timings["model_s"] = sum(c.latency_s for c in model.calls)
-    messages = list(agent.messages) if agent is not None else []
+    # the spec's history (a prompt policy's demonstrations) was the prompt, not this episode's doing
+    messages = list(agent.messages)[len(spec.history):] if agent is not None else []
+    if spec.history:
+        ep.metadata["history_messages"] = len(spec.history)
     ep.messages = _jsonable(messages)
     ep.calls = model.calls
     ep.segments = build_segments(model.calls)
