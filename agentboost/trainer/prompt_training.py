@@ -26,6 +26,7 @@ the same paired test, is not the set the selection was made on.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import shutil
@@ -206,8 +207,12 @@ class PromptTrainer:
     """``agentboost train`` with ``algorithm.policy: prompt``: the same run directory, metrics,
     checkpoints, budget and resume as ``Trainer``; the prompt changes, never the weights."""
 
-    def __init__(self, cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False, log=print):
+    def __init__(self, cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False, log=print,
+                 sampler: SamplerSpec | None = None):
+        """``sampler``: the policy as a ready sampler (a server already running, or a scripted
+        policy in tests) instead of ``model.path`` served from here; each pool gets its sampling."""
         ensure_not_spawning("PromptTrainer")
+        self._sampler = sampler
         self.run_dir, self.log = Path(run_dir), log
         if resume:
             saved = self.run_dir / "config.yaml"
@@ -270,6 +275,7 @@ class PromptTrainer:
         self.base_spec, self.env = agent_spec(cfg), environment(cfg)
         self.policy = PromptPolicy(system_prompt=self.base_spec.system_prompt or "")
         self.step, self.elapsed_before, self.next_instruction = 0, 0.0, 0
+        self._saved_step = -1
         self.validations: list[dict[str, Any]] = []
         self._pools: dict[str, tuple[PromptPolicy, StrandsProcessPool]] = {}  # by kind: train, gate, validation
         self._gate_cache: tuple[PromptPolicy, list[Episode]] | None = None
@@ -291,6 +297,9 @@ class PromptTrainer:
 
         cfg = self.cfg
         self.model_path = str(resolve_model_path(cfg.model.path))
+        if self._sampler is not None:
+            self.server, self.policy_file = None, None
+            return
         model, tok = load_policy(self.model_path, dtype=cfg.model.dtype, device=cfg.model.device)
         model.eval().requires_grad_(False)  # served as given: the prompt trains, the weights do not
         slots = cfg.run.workers * cfg.run.slots
@@ -329,8 +338,11 @@ class PromptTrainer:
         if held is None or held[0] is not policy:
             if held is not None:  # the older prompt's workers go
                 self._pools.pop(kind)[1].close()
-            sampler = SamplerSpec(tokenizer=self.model_path, sampling=self._sampling(kind), url=self.server.url,
-                                  policy_file=self.policy_file)
+            if self._sampler is not None:
+                sampler = dataclasses.replace(self._sampler, sampling=self._sampling(kind))
+            else:
+                sampler = SamplerSpec(tokenizer=self.model_path, sampling=self._sampling(kind), url=self.server.url,
+                                      policy_file=self.policy_file)
             held = self._pools[kind] = (policy, StrandsProcessPool(policy.apply(self.base_spec), sampler, self.env,
                                                                    workers=self.cfg.run.workers,
                                                                    slots=self.cfg.run.slots))
@@ -348,7 +360,8 @@ class PromptTrainer:
         for _, pool in self._pools.values():
             pool.close()
         self._pools.clear()
-        self.server.close()
+        if self.server is not None:
+            self.server.close()
         if self.metrics is not None:
             self.metrics.close()
 
@@ -394,7 +407,8 @@ class PromptTrainer:
                 if self.val_tasks and self.cfg.validation.every and self.step % self.cfg.validation.every == 0:
                     self.validate()
             self.log(f"stopping: {reason}")
-            self.checkpoint()
+            if self._saved_step != self.step:
+                self.checkpoint()
             if self.val_tasks and not self.stop_requested and not (self.validations
                                                                    and self.validations[-1]["step"] == self.step):
                 self.validate()
@@ -605,7 +619,7 @@ class PromptTrainer:
         if first is None:
             self._first_val = episodes
         else:
-            test = paired_comparison(describe(episodes).per_task, describe(first).per_task,
+            test = paired_comparison(describe(episodes, "now").per_task, describe(first, "first").per_task,
                                      alpha=self.cfg.prompt.gate_alpha, seed=self.cfg.run.seed)
             summary["against_first"] = m["val_against_first"] = {
                 "mean_difference": test.mean_difference, "ci95": list(test.ci95), "p_value": test.p_value,
@@ -638,6 +652,7 @@ class PromptTrainer:
             (tmp / "trainer_state.json").write_text(json.dumps(state))
             write_manifest(tmp)  # last: a checkpoint without it is incomplete
         atomic_write_text(root / "latest", final.name)
+        self._saved_step = self.step
         for old in sorted(p for p in root.glob("step_*") if p.is_dir() and p != final)[:-1]:
             shutil.rmtree(old, ignore_errors=True)  # the newest two stay, as for weights
         self.policy.save(self.run_dir / FILE_NAME)  # the current prompt, where a reader looks first
