@@ -222,12 +222,17 @@ def test_demonstrations_checkpoint_resume_and_rollout(tmp_path, smollm2_path):
     # rollout with the run's prompt: the demonstrations' questions lead each prompt
     out = tmp_path / "episodes.jsonl"
     r = cli("rollout", "--demonstrations", "--tasks", str(tmp_path / "val.jsonl"), "--prompt-policy", str(run_dir),
-            "--out", str(out), "--max-model-calls", "3")
+            "--out", str(out), "--max-model-calls", "3", "--reward", "exact_answer")
     assert r.returncode == 0, r.stderr
     assert f"agent prompt: {final.summary()}" in r.stdout
     eps = list(read_episodes(out))
     assert eps and all(ep.reward == 1.0 for ep in eps)
-    assert all(ep.metadata.get("history_messages") == 4 * len(final.demonstrations) for ep in eps)
+    assert all(ep.metadata.get("history_messages", 0) == 4 * len(final.demonstrations) for ep in eps)
+    assert all(ep.calls[0].prompt_ids and len(ep.tool_calls) == 1 for ep in eps)
+    from transformers import AutoTokenizer
+
+    first_prompt = AutoTokenizer.from_pretrained(str(smollm2_path)).decode(eps[0].calls[0].prompt_ids)
+    assert HELPFUL in first_prompt  # the accepted instruction reached the agent's system prompt
     r = cli("rollout", "--demonstrations", "--tasks", str(tmp_path / "val.jsonl"), "--prompt-policy",
             str(tmp_path / "nothing"), "--out", str(out))
     assert r.returncode == 2 and "prompt policy" in r.stderr and "Traceback" not in r.stderr
