@@ -101,6 +101,22 @@ def test_artifact_round_trips_and_refuses_bad_files(tmp_path):
         load_prompt_policy(tmp_path / "old.json")
 
 
+def test_a_weights_run_starts_from_a_prompt_policy(tmp_path):
+    """agent.prompt_policy: GRPO from the improved prompt (prompt first, then weights)."""
+    from agentboost.trainer.agent_setup import agent_spec
+    from agentboost.trainer.preflight import preflight
+
+    train = _write(tmp_path / "train.jsonl", _tasks(4))
+    path = PromptPolicy(system_prompt="Be exact.", instructions=[HELPFUL], demonstrations=[_demo()]).save(tmp_path / "p.json")
+    spec = agent_spec(load_config(None, [f"data.train_file={train}", f"agent.prompt_policy={path}"]))
+    assert spec.system_prompt == f"Be exact.\n{HELPFUL}" and len(spec.history) == 4
+    cfg = load_config(None, [f"data.train_file={train}", f"agent.prompt_policy={tmp_path / 'none.json'}"])
+    with pytest.raises(PromptPolicyError, match="none.json: no such file"):
+        preflight(cfg)
+    with pytest.raises(ConfigError, match="trains its own prompt policy"):
+        load_config(None, [f"data.train_file={train}", f"agent.prompt_policy={path}", "algorithm.policy=prompt"])
+
+
 def test_config_refuses_a_prompt_run_that_cannot_train(tmp_path):
     train = _write(tmp_path / "train.jsonl", _tasks(4))
     base = [f"data.train_file={train}", "algorithm.policy=prompt"]
