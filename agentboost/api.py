@@ -214,7 +214,7 @@ def train(config: GRPOConfig | dict[str, Any], training_data, evaluation_data=No
 
 def _prepared_trainer(cfg_in: "GRPOConfig", run_dir: Path, training_data, evaluation_data, reward, agent, log):
     from .trainer.config import load_config
-    from .trainer.loop import Trainer
+    from .trainer.prompt_training import trainer_for
 
     data_dir = run_dir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -236,7 +236,7 @@ def _prepared_trainer(cfg_in: "GRPOConfig", run_dir: Path, training_data, evalua
     cfg = load_config(None, overrides + cfg_in.training_overrides())
     if evaluation_data is None:
         cfg.validation.at_start = False
-    return Trainer(cfg, run_dir, log=log)
+    return trainer_for(cfg, run_dir, log=log)  # algorithm.policy: weights or prompt
 
 
 def evaluate(run: Run | str | Path, **kwargs) -> dict[str, Any]:

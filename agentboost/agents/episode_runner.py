@@ -177,7 +177,10 @@ async def run_episode(spec: StrandsAgentSpec, task: dict[str, Any], sampler: Sam
         if not _conversation_ended(e):  # a conversation's limit is an ending, not a failure
             ep.status, ep.error = classify_failure(e, model)
     ep.timings["wall_s"] = time.perf_counter() - t0
-    messages = list(agent.messages) if agent is not None else []
+    # the spec's history (a prompt policy's demonstrations) was the prompt, not this episode's doing
+    messages = list(agent.messages)[len(spec.history):] if agent is not None else []
+    if spec.history:
+        ep.metadata["history_messages"] = len(spec.history)
     record_calls(ep, [model], messages, tool_outcomes, always_extend=always_extend)
     if conversation is not None:
         ep.metadata["conversation"] = conversation.record(agent)

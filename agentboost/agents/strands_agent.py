@@ -7,6 +7,7 @@ parent and in every worker, so there is one definition of how an agent is assemb
 
 from __future__ import annotations
 
+import copy
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -76,6 +77,13 @@ class StrandsAgentSpec:
     # one training sequence per episode even where the template would re-render (the distributed
     # paths need one row per episode); each such place is counted (TrainableModel.always_extend)
     always_extend: bool = False
+    # prior conversation turns (Strands messages: user, assistant toolUse, user toolResult, ...) put
+    # at the start of every episode's history: a prompt policy's demonstrations
+    # (trainer/prompt_policy.py). A small model copies a tool call it sees in its history where it
+    # ignores one described in its system prompt. The chat template renders them like any turn, so
+    # they are prompt tokens (loss mask 0); the episode record leaves them out of its messages, tool
+    # calls and answer (``metadata["history_messages"]`` counts them)
+    history: list[dict[str, Any]] = field(default_factory=list)
 
     def validate(self) -> "StrandsAgentSpec":
         resolve_tools(self.tools)
@@ -96,11 +104,15 @@ class StrandsAgentSpec:
                 get_reasoning_format(str(self.reasoning))
             except ReasoningFormatError as e:
                 raise AgentSpecError(f"reasoning: {e}") from None
+        check_history(self.history)
         return self
 
     def as_config(self) -> dict[str, Any]:
         """The spec as a training configuration's ``agent`` keys (what a YAML file or a job says):
         tools and factory as import paths, so that worker processes and services import them."""
+        if self.history:  # a configuration names a prompt policy file instead (agent.prompt_policy)
+            raise AgentSpecError("a spec with history (demonstration turns) has no configuration keys; save them "
+                                 "as a prompt policy and name its file in agent.prompt_policy")
         return {"tools": [_path_of(t, "tool") for t in self.tools], "system_prompt": self.system_prompt,
                 "max_model_calls": self.max_model_calls, "max_response_tokens": self.max_response_tokens,
                 "timeout_s": self.timeout_s, "agent_type": self.agent_type, "reasoning": self.reasoning,
@@ -110,15 +122,44 @@ class StrandsAgentSpec:
         """The Strands ``Agent`` around ``model`` (a ``TrainableModel``)."""
         tools = resolve_tools(self.tools)
         if self.factory:
-            return _import(self.factory, "agent factory")(model=model, tools=tools,
-                                                                system_prompt=self.system_prompt)
-        from strands import Agent
-        from strands.agent.conversation_manager import NullConversationManager
+            agent = _import(self.factory, "agent factory")(model=model, tools=tools, system_prompt=self.system_prompt)
+        else:
+            from strands import Agent
+            from strands.agent.conversation_manager import NullConversationManager
 
-        # Trimming history mid-episode would break the token-exact extension; episodes are
-        # bounded by max_model_calls instead.
-        return Agent(model=model, tools=tools, system_prompt=self.system_prompt, callback_handler=None,
-                     conversation_manager=NullConversationManager())
+            # Trimming history mid-episode would break the token-exact extension; episodes are
+            # bounded by max_model_calls instead.
+            agent = Agent(model=model, tools=tools, system_prompt=self.system_prompt, callback_handler=None,
+                          conversation_manager=NullConversationManager())
+        if self.history:  # before anything a factory put there: the demonstrations come first
+            agent.messages[:0] = copy.deepcopy(self.history)
+        return agent
+
+
+ROLES = ("user", "assistant")
+
+
+def check_history(history: Any) -> None:
+    """``history`` must be Strands messages ({"role": "user"|"assistant", "content": [blocks]}),
+    starting with a user turn and alternating roles, each tool use answered by its result."""
+    if not isinstance(history, list):
+        raise AgentSpecError(f"history must be a list of Strands messages, got {type(history).__name__}")
+    uses: set[str] = set()
+    for i, m in enumerate(history):
+        if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), list)
+                and all(isinstance(b, dict) for b in m["content"])):
+            raise AgentSpecError(f"history[{i}] must be {{'role': 'user' or 'assistant', 'content': [blocks]}}")
+        want = ROLES[i % 2]
+        if m["role"] != want:
+            raise AgentSpecError(f"history[{i}] is a {m['role']} turn where a {want} turn belongs (turns alternate, "
+                                 "user first)")
+        for b in m["content"]:
+            if "toolUse" in b:
+                uses.add(b["toolUse"].get("toolUseId"))
+            elif "toolResult" in b and b["toolResult"].get("toolUseId") not in uses:
+                raise AgentSpecError(f"history[{i}] holds a toolResult for a tool use no earlier turn made")
+    if history and history[-1]["role"] != "assistant":
+        raise AgentSpecError("history must end with an assistant turn (the episode's question comes next)")
 
 
 def _path_of(obj: Any, what: str) -> str:

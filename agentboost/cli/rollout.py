@@ -33,6 +33,9 @@ def add_rollout(sub) -> None:
                    help="run model-written code (code reward or tool) even where the sandbox cannot isolate it")
     p.add_argument("--tool", dest="tools", action="append",
                    help="tool import path (module:function or module); repeatable (default: the calculator)")
+    p.add_argument("--prompt-policy", metavar="PATH",
+                   help="run the agent with a prompt policy (its system prompt, instructions and demonstration "
+                        "turns): a prompt_policy.json, a checkpoint or a prompt-training run directory")
     add_options(p, ("--system-prompt", str, "the agent's system prompt"),
                 ("--agent-factory", str, "module:function building the Strands Agent around the model"),
                 ("--max-model-calls", 6, "model calls per episode (default: 6)"),
@@ -99,6 +102,14 @@ def cmd_rollout(args) -> int:
                             timeout_s=args.timeout, factory=args.agent_factory, reasoning=args.reasoning,
                             tool_parser=args.tool_parser,
                             **spec_kwargs).validate()
+    if args.prompt_policy:
+        if args.system_prompt is not None:
+            raise UsageError("--prompt-policy brings its own system prompt; give one of --prompt-policy and --system-prompt")
+        from ..trainer.prompt_policy import load_prompt_policy
+
+        policy = load_prompt_policy(args.prompt_policy)
+        spec = policy.apply(spec).validate()
+        print(f"agent prompt: {policy.summary()} ({args.prompt_policy})")
     reward = args.reward
     if reward == "default":
         reward = default_reward(spec.agent_type)

@@ -78,6 +78,10 @@ def add_eval(sub) -> None:
     p.add_argument("--model", required=True, help="a training run directory (its newest intact checkpoint), "
                                                   "an embedded model name or a model directory")
     p.add_argument("--baseline", default=None, help="the same kinds; default: the model's base model")
+    p.add_argument("--prompt-policy", metavar="PATH",
+                   help="the model's side runs with this prompt policy (a prompt_policy.json, a checkpoint or a "
+                        "prompt-training run directory, whose config.yaml is then the default --config); the "
+                        "baseline keeps the configuration's prompt")
     p.add_argument("--config", help="training YAML for the agent, reward and validation sampling "
                                     "(default: the run's config.yaml, else the defaults)")
     p.add_argument("overrides", nargs="*", help="dotted overrides of that configuration, e.g. validation.temperature=0.5")
@@ -91,12 +95,12 @@ def add_eval(sub) -> None:
 
 def cmd_train(args) -> int:
     from ..trainer.config import load_config
-    from ..trainer.loop import Trainer
+    from ..trainer.prompt_training import trainer_for
 
     if args.resume:
         if args.config or args.overrides:
             raise UsageError("--resume continues a run with its saved config; give no CONFIG or overrides")
-        trainer = Trainer(None, args.resume, resume=True)
+        trainer = trainer_for(None, args.resume, resume=True)
     else:
         if not args.config:
             raise UsageError("a CONFIG file is required (or --resume RUN_DIR)")
@@ -111,7 +115,7 @@ def cmd_train(args) -> int:
         run_dir = args.run_dir or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
         if Path(run_dir, "checkpoints", "latest").exists():
             raise UsageError(f"{run_dir} already holds a run; use --resume {run_dir} or another --run-dir")
-        trainer = Trainer(cfg, run_dir)
+        trainer = trainer_for(cfg, run_dir)  # algorithm.policy: weights (Trainer) or prompt (PromptTrainer)
     print(f"run directory: {trainer.run_dir}", flush=True)
     from ..trainer.loop import StepAbandoned
 
@@ -176,17 +180,23 @@ def cmd_eval(args) -> int:
     from ..tasks import load_tasks
     from ..trainer.evaluation import config_for, evaluate
 
-    cfg = config_for(args.model, args.config, args.overrides)
+    config = args.config
+    if config is None and args.prompt_policy and Path(args.prompt_policy, "config.yaml").is_file():
+        config = str(Path(args.prompt_policy, "config.yaml"))  # the prompt run's agent, reward and tasks
+    cfg = config_for(args.model, config, args.overrides)
     task_file = args.tasks or cfg.data.val_file
     if not task_file:
         raise UsageError("no held-out tasks: give --tasks or a configuration with data.val_file")
     tasks = load_tasks(task_file, question_field=cfg.data.question_field)[: args.max_tasks]
     baseline = args.baseline or cfg.model.path
     res = evaluate(args.model, baseline, tasks, cfg, samples=args.samples or cfg.validation.k, seed=args.seed,
-                   alpha=args.alpha, workers=args.workers, slots=args.slots, out_dir=args.out)
+                   alpha=args.alpha, workers=args.workers, slots=args.slots, out_dir=args.out,
+                   prompt_policy=args.prompt_policy)
     d = res["difference"]
     print(f"{res['tasks']} tasks x {res['samples_per_task']} samples, seed {res['seed']}, "
           f"temperature {res['sampling']['temperature']:g}")
+    if args.prompt_policy:
+        print(f"model's prompt: {res['prompt_policy']}")
     print(f"{'policy':<10} {'success (95% CI)':>17} {'reward':>7} {'tools':>6} {'tool ok':>8} {'malformed':>9} "
           f"{'turns':>6}  source")
     for name in ("model", "baseline"):

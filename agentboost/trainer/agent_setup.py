@@ -9,12 +9,18 @@ from .config import TrainConfig
 
 
 def agent_spec(cfg: TrainConfig) -> StrandsAgentSpec:
+    """The agent the config describes, with ``agent.prompt_policy`` applied when it names one."""
     a = cfg.agent
-    return StrandsAgentSpec(tools=list(a.tools),
+    spec = StrandsAgentSpec(tools=list(a.tools),
                             system_prompt=a.system_prompt if a.system_prompt is not None else DEFAULT_SYSTEM_PROMPT,
                             max_model_calls=a.max_model_calls, max_response_tokens=a.max_response_tokens,
                             timeout_s=a.timeout_s, agent_type=a.agent_type, reasoning=a.reasoning,
                             tool_parser=a.tool_parser, factory=a.factory or None)
+    if a.prompt_policy:
+        from .prompt_policy import load_prompt_policy
+
+        spec = load_prompt_policy(a.prompt_policy).apply(spec)
+    return spec
 
 
 def runs_model_code(reward: str | None, tools: list[str]) -> list[str]:

@@ -69,6 +69,11 @@ class AgentConfig:
     # module:function(model, tools, system_prompt) -> strands.Agent, for agents with their own
     # conversation managers, hooks or state; "" builds a plain Strands Agent
     factory: str = ""
+    # a prompt policy (trainer/prompt_policy.py) the agent runs with: its system prompt, instructions
+    # and demonstration turns replace agent.system_prompt; a prompt_policy.json, a checkpoint or a
+    # prompt-training run directory (its newest intact checkpoint). "": none. Prompt first, then GRPO
+    # from the improved prompt: a weights run that names the prompt run's policy here
+    prompt_policy: str = ""
 
 
 @dataclass
@@ -133,6 +138,10 @@ class WarmStartConfig:
 
 @dataclass
 class AlgorithmConfig:
+    # what training changes: "weights" (GRPO updates of the policy model) or "prompt" (the agent's
+    # prompt: demonstrations, instructions and edits proposed from the groups' advantages, each kept
+    # only if it wins a paired test on held-out tasks; no weight changes, see the prompt section)
+    policy: str = "weights"
     adv_estimator: str = "grpo"  # any estimator veRL registers that needs no critic (see trainer/loss.py)
     policy_loss: str = "vanilla"  # any policy loss veRL registers: vanilla (PPO clip), gspo, gpg, cispo, ...
     norm_adv_by_std: bool = True  # divide group advantages by the group's standard deviation
@@ -143,6 +152,39 @@ class AlgorithmConfig:
     kl_coef: float = 0.0  # > 0: KL to the reference policy (the base model, adapters disabled)
     kl_type: str = "low_var_kl"  # the KL estimator (veRL's names)
     gamma: float = 1.0  # reinforce_plus_plus
+
+
+@dataclass
+class PromptConfig:
+    """The prompt policy (``algorithm.policy: prompt``, trainer/prompt_training.py): candidates from
+    each step's groups, a paired test on held-out tasks that keeps only a significant improvement."""
+    # tier (a): the step's highest-advantage successful episodes become demonstration turns
+    demonstrations: bool = True
+    # where tier (a)'s demonstrations come from: "policy" (the step's own high-advantage successes),
+    # "solutions" (the step's tasks answered from the `solution` their rows carry, through the agent
+    # and its tools: agents/demonstrations.py), "auto" (the policy's own, solutions where it has none)
+    demonstration_source: str = "auto"
+    demonstrations_per_candidate: int = 2  # demonstrations a tier (a) candidate adds
+    max_demonstrations: int = 4  # demonstrations the policy holds; a candidate past it drops the oldest
+    # tier (b): instructions to try, one candidate each, appended to the system prompt in turn; []: none
+    instruction_pool: list[str] = field(default_factory=list)
+    # tier (c): module:function(contrast, **optimizer_options) -> an instruction (text) or None, given
+    # high- and low-advantage episodes of a step (prompt_training.Contrast); "": none.
+    # agentboost.trainer.prompt_training:strands_optimizer asks any Strands model provider
+    optimizer: str = ""
+    # the optimizer's keyword arguments, e.g. {provider: anthropic, model_id: ..., api_key_env: ANTHROPIC_API_KEY}
+    # (the key is read from that environment variable at call time, never written anywhere)
+    optimizer_options: dict[str, Any] = field(default_factory=dict)
+    # the gate's held-out tasks: a task file relative to the config; "": the last gate_tasks rows of
+    # data.train_file, which then never serve as training tasks (data.val_file stays untouched by
+    # the selection, for an honest final figure)
+    gate_file: str = ""
+    gate_tasks: int = 16  # held-out tasks per gate (the first ones of gate_file)
+    gate_samples: int = 2  # episodes per gate task and prompt, averaged within the task
+    gate_alpha: float = 0.05  # the paired test's significance level: a candidate needs p below it
+    gate_min_effect: float = 0.0  # and a mean difference in success rate of at least this
+    # the gate's sampling temperature; the same seed for the candidate and the current prompt
+    gate_temperature: float = 0.7
 
 
 @dataclass
@@ -211,6 +253,7 @@ class TrainConfig:
     validation: ValidationConfig = field(default_factory=ValidationConfig)
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    prompt: PromptConfig = field(default_factory=PromptConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     run: RunConfig = field(default_factory=RunConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -231,6 +274,8 @@ def _choices() -> dict[str, tuple[str, ...]]:
         "model.dtype": ("float32", "bfloat16", "float16", "auto"),
         "agent.reasoning": ("auto", *reasoning_formats()),
         "agent.tool_parser": ("auto", *registered_tool_parsers()),
+        "algorithm.policy": ("weights", "prompt"),
+        "prompt.demonstration_source": ("auto", "policy", "solutions"),
         "algorithm.adv_estimator": tuple(advantage_estimators()),
         "algorithm.policy_loss": tuple(policy_losses()),
         "algorithm.loss_agg_mode": ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
@@ -368,7 +413,8 @@ def load_config(path: str | Path | None, overrides: list[str] = (), for_training
         except UnicodeDecodeError as e:
             raise ConfigError(f"{p}: not UTF-8 text (byte {e.start})") from None
         _apply(cfg, data, "", str(p))
-        for section, key in (("data", "train_file"), ("data", "val_file"), ("warm_start", "tasks_file")):
+        for section, key in (("data", "train_file"), ("data", "val_file"), ("warm_start", "tasks_file"),
+                             ("prompt", "gate_file"), ("agent", "prompt_policy")):
             # relative paths are relative to the config file
             value = getattr(getattr(cfg, section), key)
             if value and not Path(value).is_absolute() and (p.parent / value).exists():
@@ -443,6 +489,22 @@ def validate(cfg: TrainConfig, where: str, for_training: bool = True) -> None:
         raise ConfigError(f"{where}: model.device must be auto, cpu, cuda or cuda:N; got {cfg.model.device!r}")
     if cfg.reward.shaping:
         shaping_config(cfg.reward.shaping, where)
+    if cfg.algorithm.policy == "prompt":
+        if cfg.warm_start.demonstrations:
+            raise ConfigError(f"{where}: warm_start trains weights; algorithm.policy: prompt changes only the prompt "
+                              "(use prompt.demonstration_source: solutions for demonstrations from solutions)")
+        if cfg.agent.prompt_policy:
+            raise ConfigError(f"{where}: algorithm.policy: prompt trains its own prompt policy; agent.prompt_policy "
+                              "names one for a weights run (or for eval and rollout)")
+        p = cfg.prompt
+        if not (p.demonstrations or p.instruction_pool or p.optimizer):
+            raise ConfigError(f"{where}: algorithm.policy: prompt with no candidate tier: set prompt.demonstrations, "
+                              "prompt.instruction_pool or prompt.optimizer")
+        if p.demonstrations_per_candidate > p.max_demonstrations:
+            raise ConfigError(f"{where}: prompt.demonstrations_per_candidate ({p.demonstrations_per_candidate}) "
+                              f"exceeds prompt.max_demonstrations ({p.max_demonstrations})")
+        if any(not isinstance(i, str) or not i.strip() for i in p.instruction_pool):
+            raise ConfigError(f"{where}: prompt.instruction_pool must hold non-empty instructions (text)")
 
 
 def shaping_config(values: dict[str, Any], where: str = "config"):
@@ -490,6 +552,13 @@ BOUNDS: dict[str, tuple[float | None, float | None, bool, bool]] = {
     "warm_start.epochs": (1, None, True, False),
     "warm_start.lr": (0, 1, False, True),
     "warm_start.batch_rows": (1, None, True, False),
+    "prompt.demonstrations_per_candidate": (1, None, True, False),
+    "prompt.max_demonstrations": (1, None, True, False),
+    "prompt.gate_tasks": (2, None, True, False),
+    "prompt.gate_samples": (1, 1024, True, True),
+    "prompt.gate_alpha": (0, 1, False, False),
+    "prompt.gate_min_effect": (0, 1, True, True),
+    "prompt.gate_temperature": (0, 10, True, True),
     "algorithm.clip_ratio_low": (0, None, True, False),
     "algorithm.clip_ratio_high": (0, None, True, False),
     "algorithm.clip_ratio_c": (1, None, False, False),

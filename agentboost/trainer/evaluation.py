@@ -124,7 +124,8 @@ def load_policy_spec(spec: str):
 
 
 def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, seed: int, workers: int, slots: int,
-               out: Path | None, log=print) -> list[Episode]:
+               out: Path | None, log=print, prompt_policy=None) -> list[Episode]:
+    """``prompt_policy``: a ``PromptPolicy`` the agent runs with (else the configuration's prompt)."""
     from ..sampling.policy_server import start_policy_server
     from .policy_engine import server_options
 
@@ -133,6 +134,8 @@ def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, see
         log(f"warning: {warning}")
     model, tok, desc, tokenizer_path = load_policy_spec(spec)
     agent, env = agent_spec(cfg), environment(cfg)
+    if prompt_policy is not None:
+        agent = prompt_policy.apply(agent)
     v = cfg.validation
     # the same seed for both policies: common random numbers, so the difference is the models'
     sampling = SamplingParams(temperature=v.temperature, top_p=v.top_p, max_new_tokens=v.max_new_tokens, seed=seed)
@@ -172,9 +175,16 @@ def config_for(model: str, config: str | None, overrides: list[str] = ()) -> Tra
 
 def evaluate(model: str, baseline: str, tasks: list[dict], cfg: TrainConfig, samples: int = 2, seed: int = 0,
              alpha: float = 0.05, workers: int = 1, slots: int = 16, out_dir: str | Path | None = None,
-             log=print, model_episodes: list[Episode] | None = None) -> dict[str, Any]:
+             log=print, model_episodes: list[Episode] | None = None,
+             prompt_policy: str | Path | None = None) -> dict[str, Any]:
     """``model_episodes``: the model's side already sampled on ``tasks`` (the trainer's final
-    validation, by the live policy); then only the baseline runs."""
+    validation, by the live policy); then only the baseline runs. ``prompt_policy``: the model's
+    side runs with this prompt policy (``trainer/prompt_policy.py``), the baseline without it."""
+    policy = None
+    if prompt_policy is not None:
+        from .prompt_policy import load_prompt_policy
+
+        policy = load_prompt_policy(prompt_policy)
     if samples < 1:
         raise EvalInputError(f"--samples must be >= 1, got {samples}")
     out = Path(out_dir) if out_dir is not None else None
@@ -192,7 +202,8 @@ def evaluate(model: str, baseline: str, tasks: list[dict], cfg: TrainConfig, sam
         else:
             try:
                 eps = run_policy(spec, tasks, cfg, samples, seed, workers, slots,
-                                 out / f"{label}_episodes.jsonl" if out is not None else None, log)
+                                 out / f"{label}_episodes.jsonl" if out is not None else None, log,
+                                 prompt_policy=policy if label == "model" else None)
             except CheckpointError as e:
                 raise EvalInputError(f"--{label} {spec}: {e}") from None
         reports.append(describe(eps, spec))
@@ -202,6 +213,8 @@ def evaluate(model: str, baseline: str, tasks: list[dict], cfg: TrainConfig, sam
               "sampling": {"temperature": cfg.validation.temperature, "top_p": cfg.validation.top_p,
                            "max_new_tokens": cfg.validation.max_new_tokens},
               "wall_s": time.perf_counter() - t0}
+    if policy is not None:
+        result["prompt_policy"] = f"{policy.summary()} ({prompt_policy})"
     if out is not None:
         (out / "eval.json").write_text(json.dumps(result, indent=1))
     return result

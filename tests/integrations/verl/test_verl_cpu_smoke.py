@@ -1,0 +1,54 @@
+"""Stock ``python -m verl.trainer.main_ppo`` end to end on CPU: the math example script with
+``CPU_SMOKE=1`` (agentboost's veRL CPU platform and ``agentboost_cpu`` rollout, FSDP2 over gloo,
+Ray local, the Strands agent loop, the embedded SmolLM2). Two training steps finish; the rollout
+server is given the trained weights after each update and step 2's episodes are sampled with
+step 1's weights; the agent loop's episodes are token-exact; nothing is left running."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import REPO, cli
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _ray_processes() -> list[str]:
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+    return [line for line in out if re.search(r"\braylet\b|gcs_server|ray::", line)]
+
+
+def test_main_ppo_runs_two_steps_on_cpu_and_syncs_the_weights(tmp_path):
+    assert not _ray_processes(), "a Ray cluster is already running here"
+    env = {**os.environ, "CPU_SMOKE": "1", "SMOKE_DIR": str(tmp_path),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    t0 = time.monotonic()
+    r = subprocess.run(["bash", str(REPO / "examples/math/train_math_with_strands.sh")], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=480)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    steps = {int(m.group(1)): m.group(0) for m in re.finditer(r"step:(\d+) - .*", out)}
+    assert sorted(steps) == [1, 2], out[-3000:]
+    # step 1 trained (a gradient), and the server then served step 1's weights, moved from the start
+    grad = float(re.search(r"actor/grad_norm:([0-9.e+-]+)", steps[1]).group(1))
+    assert grad > 0, steps[1]
+    syncs = {int(m.group(1)): float(m.group(2)) for m in
+             re.finditer(r"serving the weights of step (\d+) \(sync \d+; max \|w - w0\| = ([0-9.e+-]+)\)", out)}
+    assert syncs.get(0) == 0.0 and syncs.get(1, 0.0) > 0.0, syncs
+    # staleness = (step - 1) - the newest weight version that sampled the step's episodes: 0 at step 2
+    # means they came from the weights of step 1, not the initial ones
+    assert re.search(r"trajectory_staleness/max:(np\.int64\()?0\)?( |$)", steps[2]), steps[2]
+    episodes = sorted((tmp_path / "episodes").glob("*.jsonl"))
+    assert episodes, "the agent loop wrote no episodes"
+    check = cli("check", *episodes, check=True)
+    assert "checked=8 violations=0" in check.stdout, check.stdout  # 2 steps x 2 tasks x 2 episodes
+    # main_ppo's driver stops the local Ray cluster it started
+    deadline = time.monotonic() + 30
+    while _ray_processes() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not _ray_processes(), _ray_processes()
+    print(f"main_ppo CPU smoke: {time.monotonic() - t0:.0f} s")
