@@ -96,7 +96,7 @@ if [ "${CPU_SMOKE:-0}" = "1" ]; then
     python3 -m agentboost.cli data verl "$SMOKE_DIR/test.jsonl" --out "$SMOKE_DIR/test.parquet" >/dev/null
     SMOKE_MODEL=$(python3 -c "from agentboost.models.loading import resolve_model_path; print(resolve_model_path('smollm2-135m-instruct'))")
   else
-    SMOKE_MODEL="<the embedded smollm2-135m-instruct>"
+    SMOKE_MODEL=smollm2-135m-instruct  # what the run resolves to a path; DRY_RUN only composes
   fi
   cat > "$SMOKE_DIR/agent_loop.yaml" <<YAML
 - name: strands_agent
@@ -144,8 +144,8 @@ YAML
   )
 fi
 
-if [ "${DRY_RUN:-0}" = "1" ]; then
+if [ "${DRY_RUN:-0}" = "1" ]; then  # the overrides, then veRL's own composition and validation of them
   printf '%s\n' "${ARGS[@]}" "$@"
-  exit 0
+  exec python3 -m agentboost.integrations.verl.config "${ARGS[@]}" "$@"
 fi
 exec python3 -m verl.trainer.main_ppo "${ARGS[@]}" "$@"

@@ -39,9 +39,11 @@ def cli(*args: str, timeout: float | None = 300, cwd: str | Path | None = None, 
 
 def dry_run(script: str | Path, *args: str, **env: str) -> list[str]:
     """The lines an example's shell script prints with DRY_RUN=1 (its command, or its veRL overrides),
-    run with a minimal environment plus ``env``; a non-zero exit raises."""
-    res = subprocess.run(["bash", str(script), *args], capture_output=True, text=True, check=True, timeout=60,
-                         env={"PATH": os.environ["PATH"], "HOME": "/home/user", "DRY_RUN": "1", **env})
+    run with a minimal environment plus ``env`` and this interpreter's ``python3`` first on PATH (the
+    veRL scripts validate their overrides with veRL's own config in DRY_RUN); a non-zero exit raises."""
+    res = subprocess.run(["bash", str(script), *args], capture_output=True, text=True, check=True, timeout=180,
+                         env={"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+                              "HOME": "/home/user", "DRY_RUN": "1", **env})
     return res.stdout.splitlines()
 
 

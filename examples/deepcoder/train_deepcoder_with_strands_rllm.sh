@@ -19,7 +19,12 @@ export PYTORCH_CUDA_ALLOC_CONF="expandable_segments:False"  # vLLM sleep mode ne
 ulimit -n 1048576 || true                          # many episodes, many sockets
 source "$(dirname "$0")/../loggers.sh"             # TRAINER_LOGGER: W&B only with its credentials
 
-python3 "$(dirname "$0")/train_deepcoder_with_strands_rllm.py" \
+launch() {  # DRY_RUN=1: print the Hydra overrides, one a line, instead of starting the run (no rLLM needed)
+  if [ "${DRY_RUN:-0}" = "1" ]; then shift 2; printf '%s\n' "$@"; exit 0; fi
+  exec "$@"
+}
+
+launch python3 "$(dirname "$0")/train_deepcoder_with_strands_rllm.py" \
     +agentboost.tasks_dir="$TASKS_DIR" `# agentboost task files (train.parquet / test.parquet)` \
     +agentboost.reward=code `# hidden tests in agentboost's sandbox; pass-all = 1` \
     +agentboost.failed_reward=0.0 `# a timeout/crash/error scores this and stays in its group` \

@@ -28,3 +28,24 @@ def validate_ppo_config(config) -> None:
     from verl.utils.config import validate_config
 
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agentboost.integrations.verl.config OVERRIDE ...``: compose and validate as main_ppo
+    would (the scripts' ``DRY_RUN=1`` runs it); one line on stderr, exit 1 on any problem."""
+    import sys
+
+    overrides = list(sys.argv[1:] if argv is None else argv)
+    try:
+        validate_ppo_config(compose_ppo_config(overrides))
+    except Exception as e:  # Hydra's and veRL's errors name the override; one line is enough here
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"veRL config: {type(e).__name__}: {first}", file=sys.stderr)
+        return 1
+    print(f"veRL config: {len(overrides)} overrides compose with ppo_trainer and pass main_ppo's validation",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
