@@ -37,13 +37,25 @@ def cli(*args: str, timeout: float | None = 300, cwd: str | Path | None = None, 
     return r
 
 
+def _dry_run(script: str | Path, args: tuple[str, ...], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(script), *args], capture_output=True, text=True, timeout=180,
+                          env={"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+                               "HOME": "/home/user", "DRY_RUN": "1", **env})
+
+
+def dry_run_refused(script: str | Path, *args: str, **env: str) -> tuple[list[str], str]:
+    """A DRY_RUN whose overrides veRL's config refuses: exit 1; its printed overrides and stderr."""
+    res = _dry_run(script, args, env)
+    assert res.returncode == 1, (res.returncode, res.stderr[-2000:])
+    return res.stdout.splitlines(), res.stderr
+
+
 def dry_run(script: str | Path, *args: str, **env: str) -> list[str]:
     """The lines an example's shell script prints with DRY_RUN=1 (its command, or its veRL overrides),
     run with a minimal environment plus ``env`` and this interpreter's ``python3`` first on PATH (the
     veRL scripts validate their overrides with veRL's own config in DRY_RUN); a non-zero exit raises."""
-    res = subprocess.run(["bash", str(script), *args], capture_output=True, text=True, check=True, timeout=180,
-                         env={"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-                              "HOME": "/home/user", "DRY_RUN": "1", **env})
+    res = _dry_run(script, args, env)
+    assert res.returncode == 0, res.stderr[-2000:]
     return res.stdout.splitlines()
 
 

@@ -35,9 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     would (the scripts' ``DRY_RUN=1`` runs it); one line on stderr, exit 1 on any problem."""
     import sys
 
+    import contextlib
+
     overrides = list(sys.argv[1:] if argv is None else argv)
     try:
-        validate_ppo_config(compose_ppo_config(overrides))
+        # stdout is the scripts' list of overrides; veRL's validation prints its verdict there
+        with contextlib.redirect_stdout(sys.stderr):
+            validate_ppo_config(compose_ppo_config(overrides))
     except Exception as e:  # Hydra's and veRL's errors name the override; one line is enough here
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(f"veRL config: {type(e).__name__}: {first}", file=sys.stderr)

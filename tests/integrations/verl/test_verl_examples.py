@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from helpers import REPO, dry_run
+from helpers import REPO, dry_run, dry_run_refused
 
 from agentboost.integrations.verl.config import compose_ppo_config, validate_ppo_config
 
@@ -43,18 +43,22 @@ def test_the_scripts_overrides_compose_with_verls_config_and_pass_its_validation
     assert spec.max_response_tokens <= rollout.response_length and entry["max_new_tokens"] <= rollout.response_length
     # a user's extra override wins, and a misspelt key is refused by Hydra
     assert compose_ppo_config(dry_run(script, "actor_rollout_ref.rollout.n=4")).actor_rollout_ref.rollout.n == 4
+    # (the script's DRY_RUN itself refuses it, in one line, after printing the overrides)
+    printed, why = dry_run_refused(script, "actor_rollout_ref.rollout.no_such_key=1")
+    assert "Could not override 'actor_rollout_ref.rollout.no_such_key'" in why and "Traceback" not in why
     with pytest.raises(Exception, match="no_such_key"):
-        compose_ppo_config(dry_run(script, "actor_rollout_ref.rollout.no_such_key=1"))
+        compose_ppo_config(printed)
 
 
 def test_validation_refuses_batch_sizes_the_gpus_cannot_split():
     # the check is live: 128 tasks x 8 episodes cannot be split over 7 GPUs without dynamic batches
-    cfg = compose_ppo_config(dry_run(EXAMPLES["math"][0], "actor_rollout_ref.actor.use_dynamic_bsz=False",
-                                          "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
-                                          "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
-                                          "trainer.n_gpus_per_node=7"))
+    printed, why = dry_run_refused(EXAMPLES["math"][0], "actor_rollout_ref.actor.use_dynamic_bsz=False",
+                                   "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+                                   "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+                                   "trainer.n_gpus_per_node=7")
+    assert "veRL config: AssertionError" in why  # the script's DRY_RUN refuses it too
     with pytest.raises(AssertionError, match="real_train_batch_size"):
-        validate_ppo_config(cfg)
+        validate_ppo_config(compose_ppo_config(printed))
 
 
 def test_math_preparer_writes_rows_for_the_math_loop(tmp_path):
@@ -134,8 +138,10 @@ def test_the_scripts_log_to_wandb_only_with_its_credentials(tmp_path, credential
     # the veRL scripts (their overrides composed with veRL's config) ...
     cfg = compose_ppo_config(dry_run(EXAMPLES["math"][0], **env))
     assert list(cfg.trainer.logger) == logger
+    # (this interpreter's python3 first on PATH: DRY_RUN validates the overrides with veRL's config)
     res = subprocess.run(["bash", str(EXAMPLES["deepcoder"][0])], capture_output=True, text=True, check=True,
-                         timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DRY_RUN": "1", **env})
+                         timeout=180, env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path),
+                                           "DRY_RUN": "1", **env})
     notes = [line for line in res.stderr.splitlines() if "W&B" in line]
     assert len(notes) == (0 if "wandb" in logger else 1)
     # ... and the rLLM script (its main_ppo replaced by a stub that records the overrides)
