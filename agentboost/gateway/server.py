@@ -22,6 +22,7 @@ from aiohttp import web
 from ..agents.chat_rendering import ChatRenderer
 from ..agents.trainable_model import EpisodeLimitReached, PromptTooLong, TrainableModel
 from ..episodes.record import Episode, Status
+from ..sampling.completions_server import BackgroundServer
 from ..sampling.protocol import PromptTooLongError, Sampler, SamplerError, SamplingParams
 from .openai_messages import BadRequest, check_request, chunks, completion, to_strands
 from .session import Session, SessionState
@@ -31,11 +32,13 @@ SESSION_HEADER = "X-Agentboost-Session"
 MAX_REQUEST_BYTES = 64 * 1024 * 1024  # an agent's whole history comes with every call
 
 
-class Gateway:
+class Gateway(BackgroundServer):
     """``open_session(task)`` -> a session whose ``base_url(gateway)`` and ``key`` the agent gets;
     ``finish(session)`` -> its episode record. Every session samples from ``sampler`` with the
     run's ``sampling`` settings through a trainable model built as ``model_options`` say
     (``tool_parser``, ``reasoning``, ``max_model_calls``, ``max_response_tokens``)."""
+
+    _thread_name = "agentboost-gateway"
 
     def __init__(self, sampler: Sampler, renderer: ChatRenderer, sampling: SamplingParams,
                  model_name: str = "agentboost-policy", **model_options: Any):
@@ -189,38 +192,6 @@ class Gateway:
             await self._runner.cleanup()
             self._runner = None
 
-    def start_in_thread(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        """Serve from a background thread with its own event loop (the caller's loop stays free to
-        run agents, tests or the trainer)."""
-        ready = threading.Event()
-        err: list[BaseException] = []
-
-        def run() -> None:
-            self._loop = asyncio.new_event_loop()
-            try:
-                self._loop.run_until_complete(self.start(host, port))
-            except BaseException as e:  # reported to the caller below
-                err.append(e)
-                ready.set()
-                return
-            ready.set()
-            self._loop.run_forever()
-            self._loop.run_until_complete(self.stop())
-            self._loop.close()
-
-        self._thread = threading.Thread(target=run, name="agentboost-gateway", daemon=True)
-        self._thread.start()
-        ready.wait()
-        if err:
-            raise err[0]
-        assert self.url is not None
-        return self.url
-
-    def stop_thread(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-            self._thread = None
 
     def __enter__(self) -> "Gateway":
         self.start_in_thread()

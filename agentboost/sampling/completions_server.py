@@ -51,7 +51,50 @@ def _parse_request(body: Any) -> tuple[list[int], SamplingParams, dict[str, Any]
     return prompt, params, body
 
 
-class CompletionsServer:
+class BackgroundServer:
+    """An aiohttp server (``start``/``stop``/``url`` of the subclass) run from a background thread
+    with its own event loop, so the caller's loop stays free to run agents, tests or the trainer.
+    The completions server and the gateway both serve this way."""
+
+    _thread_name = "agentboost-server"
+    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: threading.Thread | None = None
+
+    def start_in_thread(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        ready = threading.Event()
+        err: list[BaseException] = []
+
+        def run() -> None:
+            self._loop = asyncio.new_event_loop()
+            try:
+                self._loop.run_until_complete(self.start(host, port))
+            except BaseException as e:  # reported to the caller below
+                err.append(e)
+                ready.set()
+                return
+            ready.set()
+            self._loop.run_forever()
+            self._loop.run_until_complete(self.stop())
+            self._loop.close()
+
+        self._thread = threading.Thread(target=run, name=self._thread_name, daemon=True)
+        self._thread.start()
+        ready.wait()
+        if err:
+            raise err[0]
+        assert self.url is not None
+        return self.url
+
+    def stop_thread(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            self._thread = None
+
+
+class CompletionsServer(BackgroundServer):
+    _thread_name = "agentboost-completions"
+
     def __init__(self, engine: LocalEngine, model_name: str = "agentboost-policy"):
         self.engine = engine
         self.model_name = model_name
@@ -126,37 +169,6 @@ class CompletionsServer:
             await self._runner.cleanup()
             self._runner = None
 
-    def start_in_thread(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        """Serve from a background thread (the trainer's own loop stays free)."""
-        ready = threading.Event()
-        err: list[BaseException] = []
-
-        def run() -> None:
-            self._loop = asyncio.new_event_loop()
-            try:
-                self._loop.run_until_complete(self.start(host, port))
-            except BaseException as e:  # reported to the caller below
-                err.append(e)
-                ready.set()
-                return
-            ready.set()
-            self._loop.run_forever()
-            self._loop.run_until_complete(self.stop())
-            self._loop.close()
-
-        self._thread = threading.Thread(target=run, name="agentboost-completions", daemon=True)
-        self._thread.start()
-        ready.wait()
-        if err:
-            raise err[0]
-        assert self.url is not None
-        return self.url
-
-    def stop_thread(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-            self._thread = None
 
 
 def _error(status: int, message: str) -> web.Response:

@@ -82,6 +82,20 @@ class TaskStream:
         self.epoch, self.offset = state["epoch"], state["offset"]
 
 
+def budget_reason(run, step: int, elapsed_s: float, stop_requested: str | None) -> str | None:
+    """Why a run stops now (a requested stop, its steps, wall time or cost budget), else None; the
+    weights trainer and the prompt trainer stop by the same rules."""
+    if stop_requested:
+        return stop_requested
+    if step >= run.steps:
+        return f"reached {run.steps} steps"
+    if run.max_wall_s and elapsed_s >= run.max_wall_s:
+        return f"reached the wall-time budget of {run.max_wall_s:g} s"
+    if run.max_cost and run.cost_per_hour and elapsed_s / 3600 * run.cost_per_hour >= run.max_cost:
+        return f"reached the cost budget of {run.max_cost:g} at {run.cost_per_hour:g}/hour"
+    return None
+
+
 class Trainer:
     def __init__(self, cfg: TrainConfig, run_dir: str | Path, resume: bool = False, log=print):
         ensure_not_spawning("Trainer")
@@ -279,16 +293,7 @@ class Trainer:
         signal.signal(signal.SIGTERM, on_term)
 
     def _budget_reason(self) -> str | None:
-        run = self.cfg.run
-        if self.stop_requested:
-            return self.stop_requested
-        if self.step >= run.steps:
-            return f"reached {run.steps} steps"
-        if run.max_wall_s and self.elapsed() >= run.max_wall_s:
-            return f"reached the wall-time budget of {run.max_wall_s:g} s"
-        if run.max_cost and run.cost_per_hour and self.elapsed() / 3600 * run.cost_per_hour >= run.max_cost:
-            return f"reached the cost budget of {run.max_cost:g} at {run.cost_per_hour:g}/hour"
-        return None
+        return budget_reason(self.cfg.run, self.step, self.elapsed(), self.stop_requested)
 
     def run(self, after_step: Callable[["Trainer", dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Train to the budget. ``after_step(trainer, metrics)`` runs after every step's update (and

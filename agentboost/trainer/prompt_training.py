@@ -379,16 +379,9 @@ class PromptTrainer:
         signal.signal(signal.SIGTERM, lambda *_: self.request_stop("stopped by SIGTERM"))
 
     def _budget_reason(self) -> str | None:
-        run = self.cfg.run
-        if self.stop_requested:
-            return self.stop_requested
-        if self.step >= run.steps:
-            return f"reached {run.steps} steps"
-        if run.max_wall_s and self.elapsed() >= run.max_wall_s:
-            return f"reached the wall-time budget of {run.max_wall_s:g} s"
-        if run.max_cost and run.cost_per_hour and self.elapsed() / 3600 * run.cost_per_hour >= run.max_cost:
-            return f"reached the cost budget of {run.max_cost:g} at {run.cost_per_hour:g}/hour"
-        return None
+        from .loop import budget_reason
+
+        return budget_reason(self.cfg.run, self.step, self.elapsed(), self.stop_requested)
 
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
