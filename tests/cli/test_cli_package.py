@@ -16,7 +16,7 @@ from agentboost.sampling.policy_server import VLLMOptions, start_policy_server
 from agentboost.trainer.config import TrainConfig
 from agentboost.trainer.policy_engine import server_options
 
-COMMANDS = ["rollout", "models", "serve", "check", "data", "score", "stats", "sandbox", "train", "config", "plot", "export",
+COMMANDS = ["init", "rollout", "models", "serve", "check", "data", "score", "stats", "sandbox", "train", "config", "plot", "export",
             "sft", "eval", "jobs"]
 SUBCOMMANDS = [["models", "prepare"], ["models", "list"], ["data", "prepare"], ["data", "verl"], ["sandbox", "info"],
                ["jobs", "serve"]]

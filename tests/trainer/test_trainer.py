@@ -124,7 +124,12 @@ def test_smoke_run_updates_the_adapter_and_writes_everything(tmp_path, smollm2_p
     result = trainer.run(after_step=lambda t, m: seen.append(
         (t.step, m["step"], (t.run_dir / "checkpoints" / "latest").read_text(),
          any(torch.count_nonzero(v) > 0 for k, v in t.model.named_parameters() if "lora_B" in k))))
-    assert result == {"steps": 2, "stopped": "reached 2 steps", "stop_requested": False}
+    # smoke.yaml validates only at the end: the first and the last validation are that one
+    only = {"step": 2, "pass@1": result["validation"]["last"]["pass@1"],
+            "tool_call_rate": result["validation"]["last"]["tool_call_rate"], "episodes": 4}
+    assert result == {"steps": 2, "stopped": "reached 2 steps", "stop_requested": False,
+                      "validation": {"first": only, "last": only}}
+    assert 0.0 <= only["pass@1"] <= 1.0 and 0.0 <= only["tool_call_rate"] <= 1.0
     assert seen == [(1, 1, "step_000001", True), (2, 2, "step_000002", True)]
     assert json.loads((tmp_path / "run" / "result.json").read_text()) == result
     after = {k: v for k, v in trainer.model.named_parameters() if "lora_B" in k}
