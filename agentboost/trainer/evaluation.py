@@ -223,3 +223,11 @@ def evaluate(model: str, baseline: str, tasks: list[dict], cfg: TrainConfig, sam
 def _public(r: PolicyReport) -> dict[str, Any]:
     return {"policy": r.label, "success_rate": r.success_rate, "success_ci95": r.success_ci95,
             "mean_reward": r.mean_reward, **r.tool_use, "episodes": r.episodes}
+
+
+def difference_text(model_rate: float, base_rate: float, mean_difference: float, ci95, p_value: float) -> str:
+    """One line for a paired comparison, as the run's console gives it (``compare_to_base``, the
+    prompt policy's gate): both success rates, the difference with its 95% CI, the p-value."""
+    lo, hi = ci95
+    return (f"success {model_rate:.3f} vs {base_rate:.3f}, difference {mean_difference:+.3f} "
+            f"(95% CI {lo:+.3f} .. {hi:+.3f}), p = {p_value:.4f}")

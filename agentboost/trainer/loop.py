@@ -373,11 +373,11 @@ class Trainer:
         self.metrics.log_event({"event": "compare_to_base", "step": self.step, "model": res["model"]["success_rate"],
                                 "baseline": res["baseline"]["success_rate"], "difference": d["mean_difference"],
                                 "p_value": d["p_value"], "significant": d["significant"]})
-        lo, hi = d["ci95"]
-        self.log(f"against {cfg.model.path}: success {res['model']['success_rate']:.3f} vs "
-                 f"{res['baseline']['success_rate']:.3f}, difference {d['mean_difference']:+.3f} "
-                 f"(95% CI {lo:+.3f} .. {hi:+.3f}), p = {d['p_value']:.4f}"
-                 f"{' (significant)' if d['significant'] else ''}")
+        from .evaluation import difference_text
+
+        self.log(f"against {cfg.model.path}: " + difference_text(res["model"]["success_rate"],
+                 res["baseline"]["success_rate"], d["mean_difference"], d["ci95"], d["p_value"])
+                 + (" (significant)" if d["significant"] else ""))
         return res
 
     def warm_start(self) -> dict[str, Any]:

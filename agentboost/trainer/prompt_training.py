@@ -582,11 +582,11 @@ class PromptTrainer:
             self.policy = candidate
             self._gate_cache = (candidate, cand)
         self.metrics.log_event({"event": "prompt_candidate", **entry})
-        lo, hi = test.ci95
-        self.log(f"step {step} {tier} candidate: success {new.success_rate:.3f} vs {old.success_rate:.3f}, tools "
-                 f"{new.tool_call_rate:.2f} vs {old.tool_call_rate:.2f}, difference {test.mean_difference:+.3f} "
-                 f"(95% CI {lo:+.3f} .. {hi:+.3f}), p = {test.p_value:.4f}: "
-                 f"{'ACCEPTED as v' + str(candidate.version) if ok else 'rejected (' + why + ')'}")
+        from .evaluation import difference_text
+
+        self.log(f"step {step} {tier} candidate: tools {new.tool_call_rate:.2f} vs {old.tool_call_rate:.2f}, "
+                 + difference_text(new.success_rate, old.success_rate, test.mean_difference, test.ci95, test.p_value)
+                 + f": {'ACCEPTED as v' + str(candidate.version) if ok else 'rejected (' + why + ')'}")
         return ok
 
     def validate(self) -> dict[str, Any]:
