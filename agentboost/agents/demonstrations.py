@@ -72,3 +72,15 @@ def solution_policy(tokenizer, tasks: str, question_field: str = "question", too
         return ScriptedTurn(text=sol["answer"])
 
     return script
+
+
+def demonstration_sampler(tokenizer: str, tasks: str, sampling, question_field: str = "question",
+                          tool_parser: str = "auto", template_kwargs: dict[str, Any] | None = None):
+    """The ``SamplerSpec`` that plays the solutions of the task file ``tasks`` (``rollout
+    --demonstrations`` and the trainer's warm start)."""
+    from ..sampling.spec import SamplerSpec
+
+    return SamplerSpec(tokenizer=tokenizer, sampling=sampling, kind="scripted",
+                       script="agentboost.agents.demonstrations:solution_policy",
+                       script_kwargs={"tasks": tasks, "question_field": question_field, "tool_parser": tool_parser},
+                       template_kwargs=dict(template_kwargs or {}))

@@ -128,12 +128,11 @@ def cmd_rollout(args) -> int:
     tokenizer = args.tokenizer or str(resolve_model_path(args.model))
     policy = policy_file = None
     if args.demonstrations:
-        sampler = SamplerSpec(tokenizer=tokenizer, sampling=sampling, kind="scripted",
-                              script="agentboost.agents.demonstrations:solution_policy",
-                              script_kwargs={"tasks": str(Path(args.tasks).resolve()),
-                                             "question_field": args.question_field,
-                                             "tool_parser": spec.tool_parser},
-                              template_kwargs=template_kwargs)
+        from ..agents.demonstrations import demonstration_sampler
+
+        sampler = demonstration_sampler(tokenizer, str(Path(args.tasks).resolve()), sampling,
+                                        question_field=args.question_field, tool_parser=spec.tool_parser,
+                                        template_kwargs=template_kwargs)
     elif args.sampler_url:
         url = args.sampler_url
     else:

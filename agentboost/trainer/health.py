@@ -38,6 +38,18 @@ class RunWriteFailed(RunFailed):
 WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG}
 
 
+def record_failure(e: BaseException, run_dir, metrics, step: int) -> RunWriteFailed | None:
+    """A run that failed with ``e``: its ``failed`` event (with the named error where the run's
+    files could not be written) and that named error, for the caller to raise instead of ``e``."""
+    named = write_failure(e, run_dir)
+    try:
+        metrics.log_event({"event": "failed", "step": step,
+                           "error": f"{type(named or e).__name__}: {named or e}"[:2000]})
+    except OSError:
+        pass  # the disk that failed the run may not take its last event either
+    return named
+
+
 def write_failure(e: BaseException, run_dir) -> RunWriteFailed | None:
     """The named error for an ``OSError`` of writing the run's files, else None."""
     if not isinstance(e, OSError) or e.errno not in WRITE_ERRNOS:

@@ -30,8 +30,7 @@ from ..episodes.summary import (
     success_ci95,
     tool_use_metrics,
 )
-from ..errors import InputError
-from ..files import atomic_write_text, clean_temporaries
+from ..files import atomic_write_text
 from ..rewards.groups import apply_group_policy
 from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
@@ -40,10 +39,11 @@ from . import batch as batching
 from . import health
 from . import loss as losses
 from .agent_setup import agent_spec, environment
-from .checkpoint import CheckpointError, latest_name, load_latest_intact, save_checkpoint
-from .config import TrainConfig, config_from_dict, save_config
+from .checkpoint import latest_name, load_latest_intact, save_checkpoint
+from .config import TrainConfig
 from .metrics import MetricsLogger
 from .preflight import preflight
+from .run_dir import prepare_run_dir, saved_config
 
 
 class StepAbandoned(Exception):
@@ -105,13 +105,7 @@ class Trainer:
         self._stopped = False  # run() has ended: a late signal changes nothing
         self._warned: set[float] = set()  # budget warning levels already given
         if resume:
-            saved = self.run_dir / "config.yaml"
-            if not saved.is_file():
-                raise CheckpointError(f"{self.run_dir} is not a run directory (it has no config.yaml); "
-                                      "--resume takes the --run-dir of an earlier `agentboost train`")
-            import yaml
-
-            self.cfg = cfg = config_from_dict(yaml.safe_load(saved.read_text()))
+            self.cfg = cfg = saved_config(self.run_dir)
         # every check before anything is written: a refused run leaves no run directory behind
         self.train_tasks = load_tasks(cfg.data.train_file, question_field=cfg.data.question_field)
         self.val_tasks = (load_tasks(cfg.data.val_file, question_field=cfg.data.question_field)[: cfg.validation.max_tasks]
@@ -120,17 +114,7 @@ class Trainer:
                                         load_data=False)
         for warning in self.start_warnings:
             log(f"warning: {warning}")
-        try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / "episodes").mkdir(exist_ok=True)
-            for d in (self.run_dir, self.run_dir / "checkpoints"):  # what a killed run's atomic writes left
-                for name in clean_temporaries(d):
-                    log(f"removed {d / name}, left by an interrupted write")
-            if not resume:
-                save_config(cfg, self.run_dir / "config.yaml")
-        except OSError as e:
-            raise InputError(f"run directory {self.run_dir} cannot be written: {e.strerror}"
-                             + (f" ({e.filename})" if e.filename else "")) from None
+        prepare_run_dir(cfg, self.run_dir, resume, log)
         random.seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
         torch.manual_seed(cfg.run.seed)
@@ -347,12 +331,7 @@ class Trainer:
                                 f"run.stop_grace_s={self.cfg.run.stop_grace_s:g} s and was abandoned; the last "
                                 f"checkpoint is {kept}") from e
         except BaseException as e:
-            named = health.write_failure(e, self.run_dir)
-            try:
-                self.metrics.log_event({"event": "failed", "step": self.step,
-                                        "error": f"{type(named or e).__name__}: {named or e}"[:2000]})
-            except OSError:
-                pass  # the disk that failed the run may not take its last event either
+            named = health.record_failure(e, self.run_dir, self.metrics, self.step)
             if named is not None:
                 raise named from e
             raise

@@ -44,7 +44,7 @@ from ..episodes.passk import pass_at_k
 from ..episodes.record import STATUSES, Episode, EpisodeWriter
 from ..episodes.summary import success_ci95, tool_use_metrics
 from ..errors import InputError
-from ..files import atomic_directory, atomic_write_text, clean_temporaries
+from ..files import atomic_directory, atomic_write_text
 from ..imports import ImportPathError, import_object
 from ..rewards.groups import apply_group_policy
 from ..sampling.protocol import SamplingParams
@@ -53,12 +53,13 @@ from ..tasks import load_tasks
 from . import health
 from . import loss as losses
 from .agent_setup import agent_spec, environment
-from .checkpoint import CheckpointError, newest_intact, write_manifest
-from .config import ConfigError, TrainConfig, config_from_dict, save_config
+from .checkpoint import newest_intact, write_manifest
+from .config import ConfigError, TrainConfig
 from .evaluation import describe, paired_comparison
 from .metrics import MetricsLogger
 from .preflight import preflight
 from .prompt_policy import FILE_NAME, Demonstration, PromptPolicy
+from .run_dir import prepare_run_dir, saved_config
 
 
 class PromptTrainingError(InputError):
@@ -215,13 +216,7 @@ class PromptTrainer:
         self._sampler = sampler
         self.run_dir, self.log = Path(run_dir), log
         if resume:
-            saved = self.run_dir / "config.yaml"
-            if not saved.is_file():
-                raise CheckpointError(f"{self.run_dir} is not a run directory (it has no config.yaml); "
-                                      "--resume takes the --run-dir of an earlier `agentboost train`")
-            import yaml
-
-            cfg = config_from_dict(yaml.safe_load(saved.read_text()))
+            cfg = saved_config(self.run_dir)
         self.cfg = cfg
         self.stop_requested: str | None = None
         p = cfg.prompt
@@ -257,16 +252,7 @@ class PromptTrainer:
         self.start_warnings = preflight(cfg, str(self.run_dir / "config.yaml") if resume else "config", load_data=False)
         for w in self.start_warnings:
             log(f"warning: {w}")
-        try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / "episodes").mkdir(exist_ok=True)
-            for d in (self.run_dir, self.run_dir / "checkpoints"):
-                for name in clean_temporaries(d):
-                    log(f"removed {d / name}, left by an interrupted write")
-            if not resume:
-                save_config(cfg, self.run_dir / "config.yaml")
-        except OSError as e:
-            raise InputError(f"run directory {self.run_dir} cannot be written: {e.strerror}") from None
+        prepare_run_dir(cfg, self.run_dir, resume, log)
         random.seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
         from .loop import TaskStream
@@ -420,12 +406,7 @@ class PromptTrainer:
             atomic_write_text(self.run_dir / "result.json", json.dumps(result))
             return result
         except BaseException as e:
-            named = health.write_failure(e, self.run_dir)
-            try:
-                self.metrics.log_event({"event": "failed", "step": self.step,
-                                        "error": f"{type(named or e).__name__}: {named or e}"[:2000]})
-            except OSError:
-                pass
+            named = health.record_failure(e, self.run_dir, self.metrics, self.step)
             if named is not None:
                 raise named from e
             raise

@@ -22,14 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..agents.demonstrations import check_solution
+from ..agents.demonstrations import check_solution, demonstration_sampler
 from ..agents.strands_process_pool import StrandsProcessPool
 from ..episodes.record import Episode, EpisodeWriter
 from ..episodes.summary import tool_use_metrics
 from ..errors import InputError
 from ..files import atomic_write_text
 from ..sampling.protocol import SamplingParams
-from ..sampling.spec import SamplerSpec
 from ..tasks import load_tasks
 from .config import ConfigError, TrainConfig
 
@@ -68,11 +67,9 @@ def demonstrate(cfg: TrainConfig, tasks: list[dict[str, Any]], spec, env, tokeni
     workdir.mkdir(parents=True, exist_ok=True)
     tasks_path = workdir / "tasks.jsonl"  # the scripted policy reads its solutions from a file
     atomic_write_text(tasks_path, "".join(json.dumps(t) + "\n" for t in tasks))
-    sampler = SamplerSpec(tokenizer=tokenizer_path, kind="scripted",
-                          sampling=SamplingParams(temperature=1.0, max_new_tokens=cfg.sampling.max_new_tokens),
-                          script="agentboost.agents.demonstrations:solution_policy",
-                          script_kwargs={"tasks": str(tasks_path), "question_field": cfg.data.question_field,
-                                         "tool_parser": spec.tool_parser})
+    sampler = demonstration_sampler(tokenizer_path, str(tasks_path),
+                                    SamplingParams(temperature=1.0, max_new_tokens=cfg.sampling.max_new_tokens),
+                                    question_field=cfg.data.question_field, tool_parser=spec.tool_parser)
     pool = StrandsProcessPool(spec, sampler, env, workers=1, slots=cfg.run.slots)
     try:
         return pool.run(tasks, samples=1)
