@@ -83,7 +83,8 @@ ARGS=(
 # over gloo; two steps of 2 tasks x 2 episodes; no validation, no checkpoint, console logging. The
 # data and the agent are the quickstart's calculator agent on 16 of its tasks, not this script's
 # (SmolLM2 solves no math or code task, and GRPO with all-zero rewards would not update anything);
-# every episode is written to $SMOKE_DIR/episodes for `agentboost check`. The overrides below come
+# every episode is written to $SMOKE_DIR/episodes for `agentboost check`. SMOKE_REWARD names another
+# reward (a test uses a continuous one, so that no GRPO group is all-equal and step 1 always updates). The overrides below come
 # last, so they win over the script's.
 if [ "${CPU_SMOKE:-0}" = "1" ]; then
   SMOKE_DIR=${SMOKE_DIR:-$(mktemp -d)}
@@ -106,7 +107,7 @@ if [ "${CPU_SMOKE:-0}" = "1" ]; then
     system_prompt: "You are a helpful assistant with a calculator tool. Use the calculator for the arithmetic, then give the final answer as a number."
     max_model_calls: 3
     max_response_tokens: 192
-  env: {reward: exact_answer}
+  env: {reward: ${SMOKE_REWARD:-exact_answer}}
   max_new_tokens: 48
   episodes_dir: $SMOKE_DIR/episodes
 YAML
