@@ -230,24 +230,9 @@ def test_non_strands_agent_results_identical_to_the_unpatched_engine(patched_cop
 
 
 def _loadable_model_dir(model_dir: Path, tmp: Path, tokenizer_class: str = "GPT2TokenizerFast") -> Path:
-    """The embedded model's cache is written by the transformers of agentboost's own environment; a
-    transformers 4.x (what rLLM@1fc3c4b needs) cannot name its tokenizer class. Same files, with the
-    class named as 4.x knows it."""
-    import json
+    from agentboost.integrations.rllm.cpu import transformers4_model_dir
 
-    import transformers
-
-    cfg = json.loads((model_dir / "tokenizer_config.json").read_text())
-    if int(transformers.__version__.split(".")[0]) >= 5 or cfg.get("tokenizer_class") != "TokenizersBackend":
-        return model_dir
-    out = tmp / model_dir.name
-    out.mkdir(exist_ok=True)
-    for f in model_dir.iterdir():
-        if f.name != "tokenizer_config.json":
-            (out / f.name).symlink_to(f)
-    cfg["tokenizer_class"] = tokenizer_class
-    (out / "tokenizer_config.json").write_text(json.dumps(cfg))
-    return out
+    return transformers4_model_dir(model_dir, tmp, tokenizer_class)
 
 
 STRANDS_RUN = r"""
