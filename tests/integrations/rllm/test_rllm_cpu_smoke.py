@@ -4,9 +4,9 @@ with ``CPU_SMOKE=1`` (the calculator agent, the embedded SmolLM2, FSDP over gloo
 its veRL fork are installed (docs/rllm.md, "What is verified where"); it skips elsewhere (CI).
 
 On copies of the installed ``rllm`` and ``verl`` packages (the user's installation is not touched):
-``apply_patches.py``'s patcher applies the overrides, the script trains 2 steps, the rollout server is
-given the actor's weights at every wake-up and step 2's episodes record the weights of 1 update; the
-episodes are token-exact (``agentboost check``); nothing is left running; the revert restores every
+``apply_patches.py``'s patcher applies the overrides, the script trains 2 steps (and rLLM's final
+validation), the rollout server is given the actor's weights at every wake-up and step 2's episodes
+record the weights of 1 update; the episodes are token-exact (``agentboost check``); nothing is left running; the revert restores every
 file byte for byte."""
 
 import importlib.util
@@ -61,23 +61,29 @@ def test_agent_trainer_two_steps_on_cpu_with_weight_sync_then_byte_exact_revert(
                        cwd=tmp_path, capture_output=True, text=True, timeout=900)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-5000:]
+    # rLLM's loop trains total_training_steps - 1 steps, then validates (the script sets 3)
     steps = {int(m.group(1)): m.group(0) for m in re.finditer(r"step:(\d+) - .*", out)}
-    assert sorted(steps) == [1, 2], out[-3000:]
+    assert sorted(steps) == [1, 2, 3], out[-3000:]
+    assert "actor/grad_norm" in steps[2] and "actor/grad_norm" not in steps[3], steps
     grad = float(re.search(r"actor/grad_norm:([0-9.e+-]+)", steps[1]).group(1))
     assert grad > 0, steps[1]
     # one sync per wake-up: before step 1 the initial weights (0 updates, unmoved), before step 2
-    # the weights after 1 update, moved
+    # the weights after 1 update (moved), before the final validation after 2
     syncs = [(int(m.group(1)), float(m.group(2))) for m in
              re.finditer(r"serving the weights of update (\d+) \(sync \d+; max \|w - w0\| = ([0-9.e+-]+)\)", out)]
-    assert [v for v, _ in syncs] == [0, 1] and syncs[0][1] == 0.0 and syncs[1][1] > 0.0, syncs
+    assert [v for v, _ in syncs] == [0, 1, 2], syncs
+    assert syncs[0][1] == 0.0 and syncs[1][1] > 0.0 and syncs[2][1] > 0.0, syncs
     # the weight version every call of each step's episodes was sampled with
-    for step, version in ((1, 0), (2, 1)):
+    for step, n, version, phase in ((1, 4, 0, "train"), (2, 4, 1, "train"), (3, 2, 2, "validation")):
         records = [json.loads(line) for line in (smoke / "out" / "episodes" / f"{step}.jsonl").read_text().splitlines()]
-        assert len(records) == 4, records  # 2 tasks x 2 episodes
+        assert len(records) == n, records  # 2 tasks x 2 episodes; validation: 2 tasks x 1
+        assert {e["metadata"]["rllm_phase"] for e in records} == {phase}
         versions = {c.get("weight_version") for e in records for c in e["calls"]}
         assert versions == {version}, (step, versions)
-    check = cli("check", *sorted((smoke / "out" / "episodes").glob("*.jsonl")), check=True)
-    assert "checked=8 violations=0" in check.stdout, check.stdout
+    every = tmp_path / "episodes.jsonl"
+    every.write_text("".join(p.read_text() for p in sorted((smoke / "out" / "episodes").glob("*.jsonl"))))
+    check = cli("check", every, check=True)
+    assert "checked=10 violations=0" in check.stdout, check.stdout
     deadline = time.monotonic() + 30
     while _ray_processes() and time.monotonic() < deadline:
         time.sleep(1)
