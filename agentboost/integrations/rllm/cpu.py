@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +79,15 @@ def install() -> None:
     if device.is_cuda_available:
         raise RuntimeError("agentboost's CPU adjustments for rLLM's veRL fork were asked for on a machine with CUDA; "
                            "run the GPU recipe in docs/rllm.md instead")
-    # before anything imports it by name (fsdp_workers, the actors)
-    device.get_torch_device = lambda: CPU_DEVICE_MODULE
+    # the fork's modules import it by name: rebound in those already loaded, and set before the rest
+    original = device.get_torch_device
+
+    def get_torch_device():
+        return CPU_DEVICE_MODULE
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("verl.") and getattr(module, "get_torch_device", None) is original:
+            module.get_torch_device = get_torch_device
     device._agentboost_cpu = True
 
     init_process_group = dist.init_process_group
