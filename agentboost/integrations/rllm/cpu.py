@@ -63,7 +63,7 @@ def init_ray(num_gpus: int, env_vars: dict[str, str] | None = None) -> None:
     import ray
 
     install()  # the driver too (the Ray actors run everything heavy, but it imports the fork)
-    env = {"TOKENIZERS_PARALLELISM": "true", "AGENTBOOST_RLLM_CPU": "1", **(env_vars or {})}
+    env = {"TOKENIZERS_PARALLELISM": "true", **(env_vars or {})}
     ray.init(num_gpus=int(num_gpus), runtime_env={"env_vars": env, "worker_process_setup_hook": _HOOK})
 
 
