@@ -98,6 +98,9 @@ class CompletionsServer(BackgroundServer):
     def __init__(self, engine: LocalEngine, model_name: str = "agentboost-policy"):
         self.engine = engine
         self.model_name = model_name
+        # which trained weights the engine serves, where the trainer says (the rLLM path's CPU
+        # rollout, integrations/rllm/cpu.py): reported in every response, recorded on every call
+        self.weight_version: int | None = None
         # the prompt comes as token ids, ~7 bytes each in JSON: aiohttp's default 1 MiB would refuse
         # a 150k-token agent context; the model's own context limit is what bounds a prompt
         self.app = web.Application(client_max_size=MAX_REQUEST_BYTES)
@@ -144,7 +147,7 @@ class CompletionsServer(BackgroundServer):
         if body.get("return_token_ids"):
             choice["token_ids"] = res.response_ids
             choice["prompt_token_ids"] = prompt
-        return web.json_response({
+        out: dict[str, Any] = {
             "id": f"cmpl-{uuid.uuid4().hex}",
             "object": "text_completion",
             "created": int(time.time()),
@@ -152,7 +155,10 @@ class CompletionsServer(BackgroundServer):
             "choices": [choice],
             "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(res.response_ids),
                       "total_tokens": len(prompt) + len(res.response_ids)},
-        })
+        }
+        if self.weight_version is not None:
+            out["weight_version"] = self.weight_version
+        return web.json_response(out)
 
     # -- running --------------------------------------------------------------------------
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:

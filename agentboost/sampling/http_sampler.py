@@ -95,7 +95,8 @@ class HttpSampler:
                 if not isinstance(data, dict):
                     raise SamplerError(f"sampler replied with something other than a JSON object: {_message(data)}")
                 result = parse_completion(data)
-                result.weight_version = version
+                if version is not None:  # the policy file names the weights; else the server may
+                    result.weight_version = version
                 return result
             except _Fatal as e:
                 raise SamplerError(str(e)) from None
@@ -159,5 +160,6 @@ def parse_completion(data: dict[str, Any]) -> SampleResult:
     finish = choice.get("finish_reason") or "stop"
     if finish not in ("stop", "length"):
         raise SamplerError(f"unexpected finish_reason {finish!r}")
+    version = data.get("weight_version")  # agentboost's servers say which weights sampled, when told
     return SampleResult(response_ids=[int(t) for t in ids], logprobs=[float(x) for x in logprobs],
-                        finish_reason=finish)
+                        finish_reason=finish, weight_version=int(version) if isinstance(version, int) else None)

@@ -12,7 +12,12 @@ at the pinned commit) plus an ``agentboost`` block, added with ``+agentboost.KEY
 - ``agentboost.tasks_dir``: where ``agentboost data prepare`` wrote train.parquet / test.parquet;
 - ``agentboost.reward``: the reward registered in agentboost (default ``code``);
 - ``agentboost.failed_reward``: what a timed-out, crashed or errored episode scores (default 0);
-- ``agentboost.max_model_calls``, ``agentboost.timeout_s``: the agent's limits.
+- ``agentboost.max_model_calls``, ``agentboost.timeout_s``: the agent's limits;
+- ``agentboost.tools``, ``agentboost.system_prompt``, ``agentboost.agent_type``: another agent than
+  the code agent (the CPU smoke run's calculator agent);
+- ``agentboost.cpu``: run on a machine without a GPU (``CPU_SMOKE=1`` in the shell script sets it):
+  Ray with logical GPUs and agentboost's CPU adjustments of the fork in every worker
+  (``agentboost/integrations/rllm/cpu.py``; a test and development aid).
 """
 
 import hydra
@@ -55,16 +60,20 @@ def main(config):
     ab = OmegaConf.to_container(config.get("agentboost", {}), resolve=True) or {}
     register(ab.get("tasks_dir", "data/deepcoder"))
     agent_args = {
-        "tools": ["agentboost.tools.strands_code_tool:test_code"],
+        "tools": list(ab.get("tools", ["agentboost.tools.strands_code_tool:test_code"])),
         "system_prompt": ab.get("system_prompt", SYSTEM_PROMPT),
         "max_model_calls": int(ab.get("max_model_calls", 4)),
         # the whole episode's sampled tokens; the engine also caps it at data.max_response_length
         "max_response_tokens": int(config.data.max_response_length),
         "timeout_s": float(ab.get("timeout_s", 900)),
-        "agent_type": "code",
+        "agent_type": ab.get("agent_type", "code"),
     }
     env_args = {"strands_env": {"reward": ab.get("reward", "code"),
                                 "failed_reward": float(ab.get("failed_reward", 0.0))}}
+    if ab.get("cpu", False):
+        from agentboost.integrations.rllm.cpu import init_ray
+
+        init_ray(num_gpus=int(config.trainer.n_gpus_per_node) * int(config.trainer.nnodes))
     trainer = AgentTrainer(
         agent_class=StrandsRLLMAgent, env_class=StrandsRLLMEnv, agent_args=agent_args, env_args=env_args,
         config=config,

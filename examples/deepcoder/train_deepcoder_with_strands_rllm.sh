@@ -24,6 +24,64 @@ launch() {  # DRY_RUN=1: print the Hydra overrides, one a line, instead of start
   exec "$@"
 }
 
+# CPU_SMOKE=1: the same rLLM AgentTrainer, end to end on a CPU machine in a few minutes: a test and
+# development aid, not a way to train. The fork's CUDA-only calls are adjusted in every Ray worker and
+# the rollout is agentboost's engine behind the fork's async-server interface, with the actor's
+# weights pulled at every wake_up (agentboost/integrations/rllm/cpu.py; nothing of rLLM's or the
+# fork's is edited); the policy is the embedded SmolLM2-135M; FSDP over gloo on 1 logical GPU; two
+# steps of 2 tasks x 2 episodes, then rLLM's final validation (2 tasks); no checkpoint, console logging. The data and the
+# agent are the quickstart's calculator agent on 6 of its tasks (SmolLM2 solves no code task);
+# SMOKE_REWARD names another reward (a test uses a continuous one so that every GRPO group has a
+# gradient). Episodes and chat logs land in $SMOKE_DIR/out/episodes/<step>.jsonl. rLLM must be
+# patched first (`python apply_patches.py`). These overrides come last, so they win.
+SMOKE=()
+if [ "${CPU_SMOKE:-0}" = "1" ]; then
+  SMOKE_DIR=${SMOKE_DIR:-$(mktemp -d)}
+  QUICKSTART="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/quickstart/data"
+  if [ "${DRY_RUN:-0}" != "1" ]; then
+    python3 - "$QUICKSTART" "$SMOKE_DIR" <<'PY'
+import json, sys
+import pyarrow as pa, pyarrow.parquet as pq
+src, out = sys.argv[1:]
+for split, n in (("train", 6), ("test", 2)):  # 6 tasks = 3 batches of 2 (see total_training_steps)
+    rows = [json.loads(line) for line in open(f"{src}/{split}.jsonl")][:n]
+    pq.write_table(pa.Table.from_pylist([{k: r[k] for k in ("task_id", "question", "answer")} for r in rows]),
+                   f"{out}/{split}.parquet")
+PY
+    # the embedded model, its tokenizer class named as the fork's transformers 4.x knows it
+    SMOKE_MODEL=$(python3 -c "import sys; from agentboost.models.loading import resolve_model_path as r; from agentboost.integrations.rllm.cpu import transformers4_model_dir as d; print(d(r('smollm2-135m-instruct'), sys.argv[1]))" "$SMOKE_DIR/model")
+  else
+    SMOKE_MODEL=smollm2-135m-instruct  # what the run resolves to a path; DRY_RUN only prints
+  fi
+  export WANDB_MODE=disabled
+  SMOKE=(
+    agentboost.tasks_dir="$SMOKE_DIR" agentboost.reward="${SMOKE_REWARD:-exact_answer}"
+    agentboost.max_model_calls=3 agentboost.timeout_s=300
+    +agentboost.cpu=True +agentboost.agent_type=calculator
+    '+agentboost.tools=["agentboost.tools.calculator:calculator"]'
+    "+agentboost.system_prompt='You are a helpful assistant with a calculator tool. Use the calculator for the arithmetic, then give the final answer as a number.'"
+    data.train_batch_size=2 data.val_batch_size=2 data.max_prompt_length=512 data.max_response_length=256
+    actor_rollout_ref.model.path="$SMOKE_MODEL"
+    actor_rollout_ref.model.use_remove_padding=False                  # needs flash-attn's kernels
+    actor_rollout_ref.model.enable_gradient_checkpointing=False
+    +actor_rollout_ref.model.override_config._attn_implementation=sdpa # the fork asks for flash-attn; none on CPU
+    actor_rollout_ref.actor.ppo_mini_batch_size=2 actor_rollout_ref.actor.use_dynamic_bsz=False
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 actor_rollout_ref.actor.ppo_max_token_len_per_gpu=1024
+    actor_rollout_ref.actor.optim.lr=1e-5
+    actor_rollout_ref.actor.fsdp_config.param_offload=False actor_rollout_ref.ref.fsdp_config.param_offload=False
+    actor_rollout_ref.rollout.name=agentboost_cpu                     # agentboost's engine as the fork's async server
+    actor_rollout_ref.rollout.tensor_model_parallel_size=1
+    actor_rollout_ref.rollout.n=2
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2
+    agent.trajectory_timeout=300
+    agent.engine_args.agentboost_workers_per_server=1 agent.engine_args.agentboost_slots=4
+    trainer.logger=[console] trainer.default_local_dir="$SMOKE_DIR/out"
+    trainer.val_before_train=False trainer.test_freq=-1 trainer.save_freq=-1
+    trainer.n_gpus_per_node=1 trainer.total_epochs=1
+    trainer.total_training_steps=3  # rLLM's loop trains total-1 steps, then validates and stops: 2 steps
+  )
+fi
+
 launch python3 "$(dirname "$0")/train_deepcoder_with_strands_rllm.py" \
     +agentboost.tasks_dir="$TASKS_DIR" `# agentboost task files (train.parquet / test.parquet)` \
     +agentboost.reward=code `# hidden tests in agentboost's sandbox; pass-all = 1` \
@@ -86,4 +144,5 @@ launch python3 "$(dirname "$0")/train_deepcoder_with_strands_rllm.py" \
     trainer.save_freq=10 \
     trainer.test_freq=10 \
     trainer.total_epochs=1 \
+    "${SMOKE[@]}" \
     "$@"

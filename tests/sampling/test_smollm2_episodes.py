@@ -95,6 +95,32 @@ def test_http_sampler_honours_vllm_contract(smollm2_engine, server):
     assert bad[0] == 400 and "token ids" in bad[1]["message"]
 
 
+def test_server_reports_the_weight_version_it_serves(smollm2_engine):
+    # the rLLM path's CPU rollout (integrations/rllm/cpu.py) sets it after every weight sync; the
+    # sampler records it on each call, so an episode says which weights sampled it
+    srv = CompletionsServer(smollm2_engine)
+    url = srv.start_in_thread()
+    p = chat_prompt_ids(smollm2_engine.tokenizer)
+    params = SamplingParams(temperature=0.0, max_new_tokens=4)
+
+    async def go():
+        sampler = HttpSampler(url)
+        try:
+            unknown = await sampler.sample(p, params)
+            srv.weight_version = 3
+            known = await sampler.sample(p, params)
+        finally:
+            await sampler.close()
+        return unknown, known
+
+    try:
+        unknown, known = asyncio.run(go())
+    finally:
+        srv.stop_thread()
+    assert unknown.weight_version is None and known.weight_version == 3
+    assert known.response_ids == unknown.response_ids  # the same weights: only the label changed
+
+
 def test_http_sampler_reports_unreachable_server():
     async def go():
         sampler = HttpSampler("http://127.0.0.1:9", max_retries=1, timeout_s=2)

@@ -56,9 +56,20 @@ def served_model_name(model_path: str) -> str:
     return "/".join(str(model_path).rstrip("/").split("/")[-2:])
 
 
+class _NoChatParser:
+    """Strands agents render their prompts with the policy's own chat template, token-exact; rLLM's
+    chat parser is never used for them, and its factory refuses the templates it does not know
+    (SmolLM2's, among others), so an engine for Strands agents gets this instead of one."""
+
+    def __getattr__(self, name: str):
+        raise RuntimeError(f"rLLM's chat parser ({name}) is not available to agentboost's Strands agents' engine")
+
+
 class StrandsRolloutMixin:
     def __init__(self, *args: Any, agentboost_workers_per_server: int = 2, agentboost_slots: int = 16,
                  agentboost_template_kwargs: dict[str, Any] | None = None, **kwargs: Any):
+        if getattr(kwargs.get("agent_class"), "is_agentboost_strands", False) and kwargs.get("chat_parser") is None:
+            kwargs["chat_parser"] = _NoChatParser()
         super().__init__(*args, **kwargs)
         if agentboost_workers_per_server < 1 or agentboost_slots < 1:
             raise ValueError("agent.engine_args.agentboost_workers_per_server and agentboost_slots must be >= 1")

@@ -149,7 +149,8 @@ def find_roots(rllm_root: str | os.PathLike[str] | None = None,
 
 def default_source_root() -> Path:
     """The repository root that holds ``modified_rllm_files/`` and ``modified_verl_files/``."""
-    return Path(__file__).resolve().parents[2]
+    # agentboost/integrations/rllm/patcher.py -> the checkout
+    return Path(__file__).resolve().parents[3]
 
 
 # -- small file primitives (the atomic, durable writes are agentboost.files') ------------------

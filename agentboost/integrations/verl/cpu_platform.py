@@ -23,21 +23,7 @@ import torch
 from verl.plugin.platform.platform_base import PlatformBase
 from verl.plugin.platform.platform_manager import PlatformRegistry
 
-class _CPUDeviceModule(ModuleType):
-    """``torch.cpu`` plus the memory queries veRL makes of a device module (``torch.cuda``'s names):
-    on the CPU there is no device memory to report, so they report none."""
-
-    def __getattr__(self, name: str):
-        if name.startswith(("memory_", "max_memory_")) or name in ("mem_get_info",):
-            return lambda *a, **k: (0, 0) if name == "mem_get_info" else 0
-        if name in ("empty_cache", "reset_peak_memory_stats", "ipc_collect", "set_device"):
-            return lambda *a, **k: None
-        if name == "get_device_name":  # veRL's flops counter reads it; "CPU" is what it expects of the CPU
-            return lambda *a, **k: "CPU"
-        return getattr(torch.cpu, name)
-
-
-_DEVICE_MODULE = _CPUDeviceModule("agentboost_cpu_device")
+from ..cpu_aids import CPU_DEVICE_MODULE as _DEVICE_MODULE
 
 
 @PlatformRegistry.register(platform="cpu")

@@ -29,6 +29,8 @@ import torch
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
+from ..cpu_aids import ServedPolicy
+
 logger = logging.getLogger(__name__)
 
 
@@ -37,19 +39,16 @@ def _server_name(replica_rank: int) -> str:
 
 
 class CPURolloutServer:
-    """The policy served on CPU: veRL's server surface over agentboost's local engine."""
+    """The policy served on CPU: veRL's server surface over agentboost's served policy
+    (``integrations/cpu_aids.py``, shared with the rLLM path)."""
 
     def __init__(self, model_path: str, max_batch_size: int = 16, seed: int = 0):
-        from ...models.loading import load_policy
-        from ...sampling.local_engine import LocalEngine
+        self.policy = ServedPolicy(model_path, max_batch_size=max_batch_size, seed=seed)
+        self.engine = self.policy.engine
 
-        torch.manual_seed(seed)
-        model, tokenizer = load_policy(model_path)
-        self.engine = LocalEngine(model.eval(), tokenizer, max_batch_size=max_batch_size)
-        # the weights it started from, to say how far each update moved the served policy
-        self.initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        self.global_steps = 0  # veRL's step whose weights are served (0: the weights it started from)
-        self.loads = 0
+    @property
+    def global_steps(self) -> int:
+        return self.policy.version  # veRL's step whose weights are served (0: the weights it started from)
 
     async def generate(self, request_id=None, *, prompt_ids: list[int], sampling_params: dict[str, Any],
                        image_data=None, video_data=None, **kwargs: Any) -> TokenOutput:
@@ -67,31 +66,12 @@ class CPURolloutServer:
                            stop_reason="completed", extra_fields={"global_steps": self.global_steps})
 
     def load_weights(self, weights: dict[str, torch.Tensor], global_steps: int | None) -> int:
-        """The trained policy's weights, by the Hugging Face names veRL sends; every parameter of the
-        served model must be among them (a partial load would serve a model nobody trained)."""
-        model = self.engine.model
-        own = model.state_dict()
-        missing = [k for k in own if k not in weights and not k.endswith("rotary_emb.inv_freq")]
-        # tied embeddings: veRL may send only one of the two names
-        if missing == ["lm_head.weight"] and "model.embed_tokens.weight" in weights:
-            missing = []
-        if missing:
-            raise ValueError(f"the weight update lacks {len(missing)} of the model's tensors, e.g. {missing[:3]}")
-        with torch.no_grad():
-            model.load_state_dict({k: v for k, v in weights.items() if k in own}, strict=False)
-            moved = max(float((v - self.initial[k]).abs().max()) for k, v in model.state_dict().items()
-                        if k in self.initial and v.is_floating_point())
-        if global_steps is not None:
-            self.global_steps = int(global_steps)
-        self.loads += 1
-        self.moved = moved
-        # one line per sync in the run's log: what the next rollouts sample
-        print(f"agentboost_cpu rollout: serving the weights of step {self.global_steps} "
-              f"(sync {self.loads}; max |w - w0| = {moved:.3e})", flush=True)
-        return self.loads
+        """The trained policy's weights, by the Hugging Face names veRL sends (``ServedPolicy``)."""
+        return self.policy.load_weights(weights, global_steps, label="step")
 
     def weight_state(self) -> dict[str, Any]:
-        return {"global_steps": self.global_steps, "loads": self.loads, "max_abs_change": getattr(self, "moved", 0.0)}
+        state = self.policy.weight_state()
+        return {"global_steps": state["version"], "loads": state["loads"], "max_abs_change": state["max_abs_change"]}
 
     # the control surface veRL calls on every server; on CPU there is no memory to release
     async def wake_up(self):

@@ -98,26 +98,36 @@ def test_stand_ins_match_the_real_interfaces():
         assert names(cls.completions) == fakes.SERVER_COMPLETIONS_PARAMS
 
 
-def test_example_overrides_compose_with_rllms_config(tmp_path):
-    """Every override of the example script is a key of rLLM's ppo_trainer config (or added with +)."""
+@pytest.mark.parametrize("cpu_smoke", [False, True])
+def test_example_overrides_compose_with_rllms_config(tmp_path, cpu_smoke):
+    """Every override of the example script is a key of rLLM's ppo_trainer config (or added with +),
+    with CPU_SMOKE=1's overrides too (printed by DRY_RUN=1: the run itself needs the data)."""
     import os
     import subprocess
 
     from hydra import compose, initialize_config_dir
 
-    stub = tmp_path / "bin" / "python3"
-    stub.parent.mkdir()
-    stub.write_text(f"#!/bin/bash\nshift\nprintf '%s\\n' \"$@\" > {tmp_path}/args.txt\n")
-    stub.chmod(0o755)
-    env = dict(os.environ, PATH=f"{stub.parent}:{os.environ['PATH']}")
-    subprocess.run(["bash", str(REPO / "examples/deepcoder/train_deepcoder_with_strands_rllm.sh")], env=env,
-                   check=True, capture_output=True)
-    args = [a for a in (tmp_path / "args.txt").read_text().splitlines() if a]
+    script = str(REPO / "examples/deepcoder/train_deepcoder_with_strands_rllm.sh")
+    if cpu_smoke:
+        env = dict(os.environ, CPU_SMOKE="1", DRY_RUN="1", SMOKE_DIR=str(tmp_path))
+        args = subprocess.run(["bash", script], env=env, check=True, capture_output=True, text=True).stdout.splitlines()
+    else:
+        stub = tmp_path / "bin" / "python3"
+        stub.parent.mkdir()
+        stub.write_text(f"#!/bin/bash\nshift\nprintf '%s\\n' \"$@\" > {tmp_path}/args.txt\n")
+        stub.chmod(0o755)
+        env = dict(os.environ, PATH=f"{stub.parent}:{os.environ['PATH']}")
+        subprocess.run(["bash", script], env=env, check=True, capture_output=True)
+        args = (tmp_path / "args.txt").read_text().splitlines()
+    args = [a for a in args if a]
     conf = Path(importlib.util.find_spec("rllm.trainer.config").submodule_search_locations[0])
     with initialize_config_dir(config_dir=str(conf), version_base=None):
         cfg = compose(config_name="ppo_trainer", overrides=args)
     assert cfg.actor_rollout_ref.rollout.mode == "async" and cfg.agent.use_stepwise_advantage is False
-    assert cfg.agent.engine_args.agentboost_workers_per_server == 4
+    assert cfg.agent.engine_args.agentboost_workers_per_server == (1 if cpu_smoke else 4)
+    if cpu_smoke:
+        assert cfg.actor_rollout_ref.rollout.name == "agentboost_cpu" and cfg.agentboost.cpu is True
+        assert cfg.trainer.n_gpus_per_node == 1 and cfg.trainer.total_training_steps == 3
 
 
 # -- the patched engine, driven on CPU -------------------------------------------------------------
@@ -230,24 +240,9 @@ def test_non_strands_agent_results_identical_to_the_unpatched_engine(patched_cop
 
 
 def _loadable_model_dir(model_dir: Path, tmp: Path, tokenizer_class: str = "GPT2TokenizerFast") -> Path:
-    """The embedded model's cache is written by the transformers of agentboost's own environment; a
-    transformers 4.x (what rLLM@1fc3c4b needs) cannot name its tokenizer class. Same files, with the
-    class named as 4.x knows it."""
-    import json
+    from agentboost.integrations.rllm.cpu import transformers4_model_dir
 
-    import transformers
-
-    cfg = json.loads((model_dir / "tokenizer_config.json").read_text())
-    if int(transformers.__version__.split(".")[0]) >= 5 or cfg.get("tokenizer_class") != "TokenizersBackend":
-        return model_dir
-    out = tmp / model_dir.name
-    out.mkdir(exist_ok=True)
-    for f in model_dir.iterdir():
-        if f.name != "tokenizer_config.json":
-            (out / f.name).symlink_to(f)
-    cfg["tokenizer_class"] = tokenizer_class
-    (out / "tokenizer_config.json").write_text(json.dumps(cfg))
-    return out
+    return transformers4_model_dir(model_dir, tmp, tokenizer_class)
 
 
 STRANDS_RUN = r"""

@@ -119,6 +119,15 @@ def tree(tmp_path):
     return Tree(tmp_path)
 
 
+def test_default_source_root_is_this_checkout():
+    # `python apply_patches.py` passes no source root: the override files must be found from the
+    # patcher's own location (it once pointed inside agentboost/, and every real apply failed)
+    root = rp.default_source_root()
+    assert root == REPO.resolve()
+    for t in rp.TARGETS:
+        assert (root / t.override).read_text().startswith(rp.OVERRIDE_MARKER), t.override
+
+
 def test_apply_status_second_run_revert_byte_exact(tree, capsys):
     before = tree.snapshot()
     assert tree.main("--status") == 0
