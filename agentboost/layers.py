@@ -10,10 +10,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("rewards (registry, code and math, shaping, groups) and the plug-in protocols",
      ("agentboost.rewards", "agentboost.protocols")),
     ("environments and tools", ("agentboost.environments", "agentboost.tools")),
-    ("agents: trainable model, episode runner, worker, pool", ("agentboost.agents",)),
+    # the gateway is the trainable model behind HTTP: the episode runner runs an http agent through it
+    ("agents: trainable model, gateway, episode runner, worker, pool", ("agentboost.agents", "agentboost.gateway")),
     ("trainer, data preparation, integrations, testing aids", ("agentboost.trainer", "agentboost.data",
                                                               "agentboost.integrations", "agentboost.testing",
-                                                              "agentboost.scaffold", "agentboost.gateway")),
+                                                              "agentboost.scaffold")),
     ("entry points: command line and Python API", ("agentboost.cli", "agentboost.api", "agentboost.jobs", "agentboost")),
 ]
 

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import time
 import uuid
-from collections import Counter
 from typing import Any
 
 from ..environments.strands_env import ConversationEnded, StrandsEnv
-from ..episodes.record import Episode, Status, ToolCallRecord, build_segments
-from ..reasoning import UNTERMINATED_REASONING
+from ..episodes.record import Episode, Status
 from ..sampling.protocol import (
     PromptTooLongError,
     Sampler,
@@ -21,49 +18,10 @@ from ..sampling.protocol import (
     derive_seed,
 )
 from .chat_rendering import ChatRenderer
+from .http_agent import HttpAgentSpec
+from .recording import final_answer, record_calls, tool_call_records  # noqa: F401 (their former home)
 from .strands_agent import StrandsAgentSpec
 from .trainable_model import EpisodeLimitReached, TrainableModel
-
-
-def _jsonable(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return json.loads(json.dumps(messages, default=repr))
-
-
-def tool_call_records(messages: list[dict[str, Any]], outcomes: dict[str, str] | None = None) -> list[ToolCallRecord]:
-    """Pair every toolUse with its toolResult; a call without a result counts as failed.
-    ``outcomes`` holds the finer verdicts tools reported by toolUseId (see strands_code_tool)."""
-    outcomes = outcomes or {}
-    uses: dict[str, str] = {}
-    order: list[str] = []
-    results: dict[str, dict[str, Any]] = {}
-    for m in messages:
-        for b in m.get("content") or []:
-            if "toolUse" in b:
-                uses[b["toolUse"]["toolUseId"]] = b["toolUse"]["name"]
-                order.append(b["toolUse"]["toolUseId"])
-            elif "toolResult" in b:
-                results[b["toolResult"]["toolUseId"]] = b["toolResult"]
-    records = []
-    for tid in order:
-        res = results.get(tid)
-        if res is None:
-            records.append(ToolCallRecord(name=uses[tid], ok=False, error="no result (episode ended first)"))
-            continue
-        ok = res.get("status") == "success"
-        text = " ".join(c.get("text", "") for c in res.get("content") or [] if isinstance(c, dict))
-        records.append(ToolCallRecord(name=uses[tid], ok=ok, error=None if ok else text[:500],
-                                      outcome=outcomes.get(tid)))
-    return records
-
-
-def final_answer(messages: list[dict[str, Any]]) -> str | None:
-    """The last assistant message's content: its text blocks (the trainable model puts the reasoning
-    in a ``reasoningContent`` block, which is never an answer); None when it has none."""
-    for m in reversed(messages):
-        if m.get("role") == "assistant":
-            texts = [b["text"] for b in m.get("content") or [] if "text" in b]
-            return "".join(texts) if texts else None
-    return None
 
 
 def _causes(e: BaseException):
@@ -72,34 +30,6 @@ def _causes(e: BaseException):
         seen.add(id(e))
         yield e
         e = e.__cause__ or e.__context__
-
-
-def record_calls(ep: Episode, models: list[TrainableModel], messages: list[dict[str, Any]],
-                 tool_outcomes: dict[str, str] | None = None, always_extend: bool = False) -> None:
-    """Fill ``ep`` from what its trainable models recorded and the conversation's Strands messages:
-    calls, segments, splits and their reasons, tool calls, the final answer. The one place an
-    episode record is assembled, in-process (one model) and behind the gateway (one model per
-    lineage: a subagent with its own system prompt; its calls follow its parent's)."""
-    calls = [c for m in models for c in m.calls]
-    ep.timings["model_s"] = sum(c.latency_s for c in calls)
-    ep.messages = _jsonable(messages)
-    ep.calls = calls
-    ep.segments = build_segments(calls)
-    ep.num_splits = max(0, len(ep.segments) - 1)
-    ep.tool_calls = tool_call_records(messages, tool_outcomes)
-    ep.malformed_tool_calls = sum(m.malformed_tool_calls for m in models)
-    ep.calls_in_reasoning = sum(m.calls_in_reasoning for m in models)
-    ep.unterminated_reasoning = sum(m.unterminated_reasoning for m in models)
-    ep.final_answer = final_answer(messages)
-    if ep.final_answer is None and calls and calls[-1].reasoning_status == UNTERMINATED_REASONING:
-        ep.final_answer_status = UNTERMINATED_REASONING  # a format failure, never graded from the reasoning
-    ep.metadata["rerenders"] = sum(m.rerenders for m in models)
-    if always_extend:
-        forced: Counter = Counter()
-        for m in models:
-            forced.update(m.forced_extensions)
-        ep.metadata["forced_extensions"] = dict(forced)
-    ep.split_reasons = dict(Counter(c.rerender_reason for c in calls if c.rerendered))
 
 
 async def _converse(agent, conversation, state: dict[str, Any]) -> None:
@@ -136,8 +66,8 @@ def classify_failure(e: Exception, model: TrainableModel) -> tuple[Status, str]:
     return Status.ERROR, f"{type(e).__name__}: {e}"
 
 
-async def run_episode(spec: StrandsAgentSpec, task: dict[str, Any], sampler: Sampler, renderer: ChatRenderer,
-                      sampling: SamplingParams, env: StrandsEnv | None = None, group_id: str | None = None,
+async def run_episode(spec: StrandsAgentSpec | HttpAgentSpec, task: dict[str, Any], sampler: Sampler,
+                      renderer: ChatRenderer, sampling: SamplingParams, env: StrandsEnv | None = None, group_id: str | None = None,
                       episode_id: str | None = None, always_extend: bool = False,
                       sequence_budget: tuple[int, int] | None = None, score: bool = True,
                       sample: int = 0) -> Episode:
@@ -149,6 +79,12 @@ async def run_episode(spec: StrandsAgentSpec, task: dict[str, Any], sampler: Sam
     message or the conversation, and the caller scores (the veRL agent loop, off its event loop).
     ``sample``: which of the task's samples this is; with a sampling seed, each (task, sample, call)
     gets its own derived request seed."""
+    if isinstance(spec, HttpAgentSpec):  # its own process, through a gateway session: the same record
+        from ..gateway.http_episode import run_http_episode
+
+        return await run_http_episode(spec, task, sampler, renderer, sampling, env=env, group_id=group_id,
+                                      episode_id=episode_id, always_extend=always_extend,
+                                      sequence_budget=sequence_budget, score=score, sample=sample)
     if sampling.seed is not None:
         sampling = dataclasses.replace(sampling, seed=derive_seed(sampling.seed, str(task["task_id"]), sample))
     model = TrainableModel(sampler, renderer, sampling, tool_parser=spec.tool_parser, reasoning=spec.reasoning,

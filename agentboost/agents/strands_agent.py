@@ -89,21 +89,7 @@ class StrandsAgentSpec:
         resolve_tools(self.tools)
         if self.factory:
             _import(self.factory, "agent factory")
-        for name in ("max_model_calls", "max_response_tokens"):
-            if getattr(self, name) < 1:
-                raise AgentSpecError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.timeout_s <= 0:
-            raise AgentSpecError(f"timeout_s must be > 0, got {self.timeout_s}")
-        if self.tool_parser != AUTO and self.tool_parser not in registered_tool_parsers():
-            raise AgentSpecError(f"tool_parser: unknown {self.tool_parser!r}; expected {AUTO} or one of "
-                                 f"{', '.join(registered_tool_parsers())}")
-        if str(self.reasoning).strip().lower() != "auto":
-            from ..reasoning import ReasoningFormatError, get_reasoning_format
-
-            try:
-                get_reasoning_format(str(self.reasoning))
-            except ReasoningFormatError as e:
-                raise AgentSpecError(f"reasoning: {e}") from None
+        check_model_options(self)
         check_history(self.history)
         return self
 
@@ -134,6 +120,26 @@ class StrandsAgentSpec:
         if self.history:  # before anything a factory put there: the demonstrations come first
             agent.messages[:0] = copy.deepcopy(self.history)
         return agent
+
+
+def check_model_options(spec: Any) -> None:
+    """The trainable model's options a spec carries (limits, timeout, tool parser, reasoning), for
+    an agent built here and for one behind the gateway (``agents/http_agent.py``) alike."""
+    for name in ("max_model_calls", "max_response_tokens"):
+        if getattr(spec, name) < 1:
+            raise AgentSpecError(f"{name} must be >= 1, got {getattr(spec, name)}")
+    if spec.timeout_s <= 0:
+        raise AgentSpecError(f"timeout_s must be > 0, got {spec.timeout_s}")
+    if spec.tool_parser != AUTO and spec.tool_parser not in registered_tool_parsers():
+        raise AgentSpecError(f"tool_parser: unknown {spec.tool_parser!r}; expected {AUTO} or one of "
+                             f"{', '.join(registered_tool_parsers())}")
+    if str(spec.reasoning).strip().lower() != "auto":
+        from ..reasoning import ReasoningFormatError, get_reasoning_format
+
+        try:
+            get_reasoning_format(str(spec.reasoning))
+        except ReasoningFormatError as e:
+            raise AgentSpecError(f"reasoning: {e}") from None
 
 
 ROLES = ("user", "assistant")

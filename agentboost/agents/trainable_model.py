@@ -328,7 +328,7 @@ class TrainableModel(Model):
         """The text to append after the previous call's sampled tokens, or (None, why not) when the
         template's full render does not start with exactly what the model saw and sampled."""
         prev = self._prev_messages
-        if prev is None or len(messages) <= len(prev) or list(messages[: len(prev)]) != prev:
+        if prev is None or not extends_history(messages, prev):
             return None, SplitReason.REWRITTEN_HISTORY  # e.g. trimmed by a conversation manager
         # an assistant message the model did not sample exactly so (the turn it just sampled, edited
         # by an agent behind the gateway, or one it never wrote) is never merged as context
@@ -421,6 +421,34 @@ class SampledTurn:
             out.append({"text": self.content})
         out.extend({"toolUse": {"toolUseId": i, "name": tc.name, "input": tc.arguments}} for i, tc in self.tool_calls)
         return out
+
+
+def _ids_in_order(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with every tool-use id replaced by the order of its first appearance: a client
+    that renumbers the calls consistently (its own ids, re-made on every request) sends the same
+    conversation. Whether the ids change the tokens is for the render to say: the extension
+    still needs the render to start with exactly what was seen and sampled."""
+    order: dict[Any, str] = {}
+
+    def block(b: Any) -> Any:
+        if isinstance(b, dict):
+            for kind in ("toolUse", "toolResult"):
+                if isinstance(b.get(kind), dict) and "toolUseId" in b[kind]:
+                    tid = b[kind]["toolUseId"]
+                    return {**b, kind: {**b[kind], "toolUseId": order.setdefault(tid, f"#{len(order)}")}}
+        return b
+
+    return [{**m, "content": [block(b) for b in m["content"]]} if isinstance(m.get("content"), list) else m
+            for m in messages]
+
+
+def extends_history(messages: list[dict[str, Any]], prev: list[dict[str, Any]]) -> bool:
+    """``messages`` carry on the conversation ``prev`` (more messages, the same ones first, tool-use
+    ids up to a consistent renumbering)."""
+    if len(messages) <= len(prev):
+        return False
+    head = list(messages[: len(prev)])
+    return head == prev or _ids_in_order(head) == _ids_in_order(prev)
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from .common import UsageError, add_command, add_engine_option, add_options
 
 
 def add_rollout(sub) -> None:
-    p = add_command(sub, "rollout", cmd_rollout, help="run a Strands agent on tasks and write token-exact episodes",
+    p = add_command(sub, "rollout", cmd_rollout, help="run an agent on tasks and write token-exact episodes",
                     description="Run a Strands agent spec on tasks (or one --prompt) against the policy "
                                 "and write one episode per line to --out.")
     src = p.add_mutually_exclusive_group()
@@ -36,6 +36,12 @@ def add_rollout(sub) -> None:
     p.add_argument("--prompt-policy", metavar="PATH",
                    help="run the agent with a prompt policy (its system prompt, instructions and demonstration "
                         "turns): a prompt_policy.json, a checkpoint or a prompt-training run directory")
+    http = p.add_mutually_exclusive_group()
+    http.add_argument("--agent-command", metavar="CMD",
+                      help="run your own agent instead, in its own process, through the gateway: CMD gets "
+                           "OPENAI_BASE_URL, OPENAI_API_KEY and the task, and prints its answer (docs/gateway.md)")
+    http.add_argument("--agent-entry-point", metavar="MODULE:FUNCTION",
+                      help="as --agent-command, with FUNCTION(prompt, task) -> answer run in a process of its own")
     add_options(p, ("--system-prompt", str, "the agent's system prompt"),
                 ("--agent-factory", str, "module:function building the Strands Agent around the model"),
                 ("--max-model-calls", 6, "model calls per episode (default: 6)"),
@@ -98,10 +104,20 @@ def cmd_rollout(args) -> int:
         spec_kwargs["tools"] = args.tools
     if args.system_prompt is not None:
         spec_kwargs["system_prompt"] = args.system_prompt
-    spec = StrandsAgentSpec(max_model_calls=args.max_model_calls, max_response_tokens=args.max_response_tokens,
-                            timeout_s=args.timeout, factory=args.agent_factory, reasoning=args.reasoning,
-                            tool_parser=args.tool_parser,
-                            **spec_kwargs).validate()
+    if args.agent_command or args.agent_entry_point:
+        if spec_kwargs or args.agent_factory or args.prompt_policy or args.demonstrations:
+            raise UsageError("--agent-command and --agent-entry-point run your own agent: --tool, --system-prompt, "
+                             "--agent-factory, --prompt-policy and --demonstrations describe one agentboost builds")
+        from ..agents.http_agent import HttpAgentSpec
+
+        spec = HttpAgentSpec(command=args.agent_command or "", entry_point=args.agent_entry_point or "",
+                             max_model_calls=args.max_model_calls, max_response_tokens=args.max_response_tokens,
+                             timeout_s=args.timeout, reasoning=args.reasoning, tool_parser=args.tool_parser).validate()
+    else:
+        spec = StrandsAgentSpec(max_model_calls=args.max_model_calls, max_response_tokens=args.max_response_tokens,
+                                timeout_s=args.timeout, factory=args.agent_factory, reasoning=args.reasoning,
+                                tool_parser=args.tool_parser,
+                                **spec_kwargs).validate()
     if args.prompt_policy:
         if args.system_prompt is not None:
             raise UsageError("--prompt-policy brings its own system prompt; give one of --prompt-policy and --system-prompt")

@@ -27,6 +27,9 @@ class Status(str, Enum):
     CRASHED = "crashed"
     ERROR = "error"
     TRUNCATED = "truncated"  # a turn hit max tokens, or the episode its call/token limit
+    # the agent's client went away during a model call (behind the gateway): what it saw of the
+    # last answer, and so what the episode would have been, is unknown; never trained on
+    INCOMPLETE = "incomplete"
 
     def __str__(self) -> str:
         return self.value
@@ -38,7 +41,9 @@ class Status(str, Enum):
 
 
 STATUSES = tuple(s.value for s in Status)
-FAILED_STATUSES = frozenset({Status.TIMEOUT, Status.CRASHED, Status.ERROR})
+FAILED_STATUSES = frozenset({Status.TIMEOUT, Status.CRASHED, Status.ERROR, Status.INCOMPLETE})
+# failed, and not even as a failure: left out of every training batch (rewards/groups.py)
+NEVER_TRAINED = frozenset({Status.INCOMPLETE})
 
 
 class SplitReason(str, Enum):

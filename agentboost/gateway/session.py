@@ -11,8 +11,6 @@ subagent is never a reset of its parent. The record lists each lineage's calls i
 from __future__ import annotations
 
 import asyncio
-import copy
-import json
 import secrets
 import time
 import uuid
@@ -20,8 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..agents.episode_runner import record_calls
-from ..agents.trainable_model import SampledTurn, TrainableModel
+from ..agents.recording import record_calls
+from ..agents.trainable_model import SampledTurn, TrainableModel, extends_history
 from ..episodes.record import Episode, Status
 
 
@@ -34,7 +32,7 @@ class SessionState:
 class Lineage:
     model: TrainableModel
     # the last request (messages, system prompt, tools) and its answer, for an identical resend
-    last_request: str | None = None
+    last_request: tuple | None = None
     last_turn: SampledTurn | None = None
 
 
@@ -68,7 +66,7 @@ class Session:
         if self.lineages:
             last = self.lineages[-1]
             prev = last.model._prev_messages or []
-            if prev and len(messages) > len(prev) and messages[: len(prev)] == prev:
+            if prev and extends_history(messages, prev):
                 return last  # the same conversation under another system prompt: a counted split
         lineage = Lineage(self.new_model())
         self.lineages.append(lineage)
@@ -79,13 +77,16 @@ class Session:
         """One model call of this episode through the trainable model's core. An identical resend
         of the lineage's last request (a client retrying after a lost answer) replaces that call."""
         lineage = self.lineage_for(messages, system)
-        key = json.dumps([messages, system, tool_specs], sort_keys=True, ensure_ascii=False, default=repr)
+        # each request's messages are parsed anew (openai_messages.to_strands) and never changed
+        # afterwards: kept and compared as they are, no copy (a call's overhead; the trainable
+        # model keeps its own copy)
+        key = (messages, system, tool_specs)
         if key == lineage.last_request and lineage.last_turn is not None:
             lineage.model.undo_last_call(lineage.last_turn)
             self.resends += 1
         turn = await lineage.model.sample_turn(messages, tool_specs, system)
         lineage.last_request, lineage.last_turn = key, turn
-        self.last_messages = copy.deepcopy(messages) + [{"role": "assistant", "content": turn.blocks()}]
+        self.last_messages = [*messages, {"role": "assistant", "content": turn.blocks()}]
         return turn
 
     def episode(self) -> Episode:
@@ -99,7 +100,7 @@ class Session:
             ep.status, ep.error = self.failure
         if self.incomplete is not None:
             # never trained on: the agent did not see the last answer, so what follows is unknown
-            ep.status, ep.error = Status.ERROR, f"incomplete: {self.incomplete}"
+            ep.status, ep.error = Status.INCOMPLETE, self.incomplete
         ep.metadata["gateway"] = {"lineages": len(self.lineages), "resends": self.resends,
                                   "ignored_client_settings": dict(self.ignored_settings),
                                   "incomplete": self.incomplete is not None}

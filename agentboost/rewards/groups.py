@@ -1,5 +1,6 @@
 """GRPO groups: a failed member keeps its place (with the failed reward) or, by policy, the whole
-group is dropped. Both are counted, never silent. This is the one place where failed episodes
+group is dropped. Both are counted, never silent. An ``incomplete`` episode (its client went away
+mid-call) is never trained on, whatever the policy: it leaves its group, counted. This is the one place where failed episodes
 are given their reward: workers and the pool only run and move episodes."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from enum import Enum
 
-from ..episodes.record import Episode
+from ..episodes.record import NEVER_TRAINED, Episode, Status
 
 
 class GroupPolicy(str, Enum):
@@ -31,6 +32,7 @@ class GroupReport:
     dropped_groups: int = 0
     dropped_episodes: int = 0
     uneven_groups: int = 0  # groups whose size differs from the expected size
+    incomplete_episodes: int = 0  # left out of training whatever the policy (Status.INCOMPLETE)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -53,7 +55,8 @@ def apply_group_policy(episodes: list[Episode], policy: GroupPolicy | str = Grou
                        group_size: int | None = None, failed_reward: float = 0.0) -> tuple[list[Episode], GroupReport]:
     """Every failed episode gets ``failed_reward`` (also those of dropped groups, so that records
     written afterwards say what a failure was worth); with ``drop``, groups that have one are
-    left out of the returned list. Both are counted in the report."""
+    left out of the returned list. Both are counted in the report. Incomplete episodes are never
+    in the returned list (their group goes on without them)."""
     try:
         policy = GroupPolicy(policy)
     except ValueError:
@@ -67,7 +70,8 @@ def apply_group_policy(episodes: list[Episode], policy: GroupPolicy | str = Grou
         for ep in members:
             if ep.failed:
                 give_failed_reward(ep, failed_reward)
-                failed += 1
+                # an incomplete one is not the policy's failure: it leaves, its group stays
+                failed += Status(ep.status) not in NEVER_TRAINED
         report.failed_episodes += failed
         if group_size is not None and len(members) != group_size:
             report.uneven_groups += 1
@@ -77,5 +81,9 @@ def apply_group_policy(episodes: list[Episode], policy: GroupPolicy | str = Grou
                 report.dropped_groups += 1
                 report.dropped_episodes += len(members)
                 continue
-        kept.extend(members)
+        for ep in members:
+            if Status(ep.status) in NEVER_TRAINED:
+                report.incomplete_episodes += 1
+            else:
+                kept.append(ep)
     return kept, report

@@ -3,19 +3,33 @@ the benchmarks build them here, so a policy is trained and measured with one age
 
 from __future__ import annotations
 
-from ..agents.strands_agent import DEFAULT_SYSTEM_PROMPT, StrandsAgentSpec
+from ..agents.http_agent import HttpAgentSpec, spec_from_keys
+from ..agents.strands_agent import DEFAULT_SYSTEM_PROMPT, AgentSpecError, StrandsAgentSpec
 from ..environments.strands_env import StrandsEnv
 from .config import TrainConfig
 
 
-def agent_spec(cfg: TrainConfig) -> StrandsAgentSpec:
-    """The agent the config describes, with ``agent.prompt_policy`` applied when it names one."""
+def agent_spec(cfg: TrainConfig) -> StrandsAgentSpec | HttpAgentSpec:
+    """The agent the config describes (``agent.kind``: built here, or its own process behind the
+    gateway), with ``agent.prompt_policy`` applied when it names one."""
     a = cfg.agent
-    spec = StrandsAgentSpec(tools=list(a.tools),
-                            system_prompt=a.system_prompt if a.system_prompt is not None else DEFAULT_SYSTEM_PROMPT,
-                            max_model_calls=a.max_model_calls, max_response_tokens=a.max_response_tokens,
-                            timeout_s=a.timeout_s, agent_type=a.agent_type, reasoning=a.reasoning,
-                            tool_parser=a.tool_parser, factory=a.factory or None)
+    spec = spec_from_keys({"kind": a.kind, "command": a.command, "entry_point": a.entry_point,
+                           "tools": list(a.tools), "factory": a.factory or None,
+                           "system_prompt": a.system_prompt if a.system_prompt is not None else DEFAULT_SYSTEM_PROMPT,
+                           "max_model_calls": a.max_model_calls, "max_response_tokens": a.max_response_tokens,
+                           "timeout_s": a.timeout_s, "agent_type": a.agent_type, "reasoning": a.reasoning,
+                           "tool_parser": a.tool_parser})
+    if isinstance(spec, HttpAgentSpec):
+        if a.prompt_policy:
+            raise AgentSpecError("agent.prompt_policy sets the prompt of an agent agentboost builds; an http "
+                                 "agent keeps its own")
+        if cfg.algorithm.policy == "prompt":
+            raise AgentSpecError("algorithm.policy prompt trains the prompt of an agent agentboost builds; an "
+                                 "http agent keeps its own (train its weights: algorithm.policy weights)")
+        if cfg.env.conversation:
+            raise AgentSpecError("env.conversation needs an agent agentboost builds (agent.kind strands): an "
+                                 "http agent runs its own conversation")
+        return spec
     if a.prompt_policy:
         from .prompt_policy import load_prompt_policy
 
@@ -58,7 +72,9 @@ def check_sandbox(reward: str | None, tools: list[str], allow_weak: bool | None)
 
 
 def check_config_sandbox(cfg: TrainConfig) -> str | None:
-    return check_sandbox(cfg.reward.name, list(cfg.agent.tools), cfg.sandbox.allow_weak or None)
+    # an http agent's tools run in its own process, not here: only the reward is the host's
+    tools = list(cfg.agent.tools) if cfg.agent.kind != "http" else []
+    return check_sandbox(cfg.reward.name, tools, cfg.sandbox.allow_weak or None)
 
 
 def environment(cfg: TrainConfig) -> StrandsEnv:

@@ -53,6 +53,15 @@ class DataConfig:
 
 @dataclass
 class AgentConfig:
+    # "strands": a Strands agent built here around the trainable model (tools, system_prompt, factory);
+    # "http": the user's own agent in its own process, given OPENAI_BASE_URL and OPENAI_API_KEY (a
+    # gateway session) and the task, scored here by the run's reward (docs/gateway.md)
+    kind: str = "strands"
+    # kind http: the agent's command line (a leading `python` is the run's interpreter), run in the
+    # current directory; it prints its answer or posts {"output": ...} to $AGENTBOOST_FINISH_URL
+    command: str = ""
+    # kind http, instead of command: module:function(prompt, task) -> answer, run in a process of its own
+    entry_point: str = ""
     # the agent's @tool functions, as import paths (module:function or a module's tools)
     tools: list[str] = field(default_factory=lambda: ["agentboost.tools.calculator:calculator"])
     system_prompt: str | None = None  # None: the StrandsAgentSpec default
@@ -265,6 +274,7 @@ class TrainConfig:
 
 def _choices() -> dict[str, tuple[str, ...]]:
     # estimators and losses are whatever veRL's registries hold (imported only when validating)
+    from ..agents.http_agent import AGENT_KINDS
     from ..agents.tool_parsers import registered_tool_parsers
     from ..reasoning import reasoning_formats
     from ..rewards.groups import GROUP_POLICIES
@@ -272,6 +282,7 @@ def _choices() -> dict[str, tuple[str, ...]]:
 
     return {
         "model.dtype": ("float32", "bfloat16", "float16", "auto"),
+        "agent.kind": AGENT_KINDS,
         "agent.reasoning": ("auto", *reasoning_formats()),
         "agent.tool_parser": ("auto", *registered_tool_parsers()),
         "algorithm.policy": ("weights", "prompt"),

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..agents.http_agent import HttpAgentSpec
 from ..agents.strands_process_pool import StrandsProcessPool
 from ..episodes.record import Episode, EpisodeWriter
 from ..episodes.summary import reasoning_metrics, success_ci95, tool_use_metrics
@@ -135,6 +136,9 @@ def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, see
     model, tok, desc, tokenizer_path = load_policy_spec(spec)
     agent, env = agent_spec(cfg), environment(cfg)
     if prompt_policy is not None:
+        if isinstance(agent, HttpAgentSpec):
+            raise EvalInputError("--prompt-policy sets the prompt of an agent agentboost builds; an http agent "
+                             "(agent.kind http) keeps its own")
         agent = prompt_policy.apply(agent)
     v = cfg.validation
     # the same seed for both policies: common random numbers, so the difference is the models'

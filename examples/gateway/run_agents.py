@@ -1,8 +1,9 @@
-"""Two agents agentboost did not build, recorded token for token through the gateway:
+"""Three agents agentboost did not build, recorded token for token through the gateway:
 
 1. a Strands agent with the stock `OpenAIModel`, given only the gateway's base URL and key;
 2. `plain_openai_agent.py`, the `openai` client in a plain script, run as its own process with
-   OPENAI_BASE_URL and OPENAI_API_KEY in its environment.
+   OPENAI_BASE_URL and OPENAI_API_KEY in its environment;
+3. `langchain_agent.py`, LangChain's `ChatOpenAI` with a bound tool, the same way.
 
 The policy here is a scripted one with SmolLM2's tokenizer (no model weights, seconds on a CPU);
 in a run it is the policy server. Each episode is checked and printed as one line.
@@ -50,14 +51,17 @@ def main():
         asyncio.run(agent.invoke_async(TASK["question"]))
         show("strands OpenAIModel", gw.finish(s))
 
-        # 2. a plain script in its own process: OPENAI_BASE_URL and OPENAI_API_KEY, and the task
-        s = gw.open_session(TASK)
-        env = {**os.environ, "OPENAI_BASE_URL": gw.base_url(s, by="key"), "OPENAI_API_KEY": s.key}
-        out = subprocess.run([sys.executable, str(Path(__file__).with_name("plain_openai_agent.py")),
-                              TASK["question"]], env=env, capture_output=True, text=True, check=True, timeout=120)
-        ep = gw.finish(s)
-        ep.metadata["agent_output"] = out.stdout.strip()
-        show("openai client, own process", ep)
+        # 2. and 3. scripts in their own processes (the `openai` client; LangChain's ChatOpenAI):
+        # OPENAI_BASE_URL and OPENAI_API_KEY, and the task
+        for name, script in (("openai client, own process", "plain_openai_agent.py"),
+                             ("LangChain ChatOpenAI, own process", "langchain_agent.py")):
+            s = gw.open_session(TASK)
+            env = {**os.environ, "OPENAI_BASE_URL": gw.base_url(s, by="key"), "OPENAI_API_KEY": s.key}
+            out = subprocess.run([sys.executable, str(Path(__file__).with_name(script)), TASK["question"]], env=env,
+                                 capture_output=True, text=True, check=True, timeout=120)
+            ep = gw.finish(s)
+            ep.metadata["agent_output"] = out.stdout.strip()
+            show(name, ep)
 
 
 if __name__ == "__main__":

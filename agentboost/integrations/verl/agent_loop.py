@@ -57,6 +57,7 @@ from verl.experimental.agent_loop.agent_loop import (
 
 from ...agents.chat_rendering import ChatRenderer
 from ...agents.episode_runner import run_episode
+from ...agents.http_agent import HttpAgentSpec, spec_from_keys
 from ...agents.strands_agent import StrandsAgentSpec
 from ...environments.strands_env import StrandsEnv
 from ...episodes.record import Episode, EpisodeWriter, Status
@@ -80,11 +81,11 @@ class RowTaskError(InputError):
 
 
 @lru_cache(maxsize=64)
-def _configured(agent_json: str, env_json: str) -> tuple[StrandsAgentSpec, StrandsEnv]:
+def _configured(agent_json: str, env_json: str) -> tuple[StrandsAgentSpec | HttpAgentSpec, StrandsEnv]:
     """The agent specification and environment of a YAML entry, validated once per worker."""
     agent, env = json.loads(agent_json), json.loads(env_json)
     try:
-        spec = StrandsAgentSpec(**agent).validate()
+        spec = spec_from_keys(agent).validate()  # agent.kind: strands (built here) or http (its own process)
         shaping = env.pop("shaping", None)
         environment = StrandsEnv(**env, shaping=ShapingConfig(**shaping) if shaping else None)
     except TypeError as e:

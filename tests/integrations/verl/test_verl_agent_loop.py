@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -56,7 +57,17 @@ LOOPS_YAML = """
     failed_reward: -1.0
     conversation: agentboost.environments.tau2.conversation:tau2_conversation
     conversation_options: {user: scripted, user_options: {turns: 2}, system_prompt: compact, compact_chars: 300}
-"""
+- name: http_agent
+  _target_: agentboost.integrations.verl.agent_loop.StrandsAgentLoop
+  agent:
+    kind: http
+    command: python EXAMPLES/gateway/strands_openai_agent.py
+    max_model_calls: 3
+    timeout_s: 120
+  env:
+    reward: exact_answer
+    failed_reward: -1.0
+""".replace("EXAMPLES", str(Path(__file__).resolve().parents[3] / "examples"))
 
 
 def slow_reward(task, episode):
@@ -291,6 +302,22 @@ def test_failed_episodes_yield_a_valid_row_with_the_failed_reward(scripted_worke
         assert row["prompt"] == [pad] and row["response"] == [pad] and row["mask"] == [1]
         assert row["rm"][0] == FAILED and sum(row["rm"]) == FAILED and row["agentboost_reward"] == FAILED
     assert rows[2]["agentboost_reward"] == 1.0  # the group's other members are untouched
+
+
+def test_an_http_agent_in_its_own_process_is_one_row_of_exactly_the_sampled_tokens(scripted_worker):
+    """agent.kind http from veRL's loop: a Strands agent with the stock OpenAIModel in its own
+    process, through a gateway session in front of veRL's server client; one row, the sampled
+    tokens under mask 1, the reward computed here from what the agent printed."""
+    worker, client, tok = scripted_worker
+    client.requests.clear()
+    (row,) = unpack(asyncio.run(worker.generate_sequences(batch(
+        [{"task_id": "h", "question": "What is 2+3?", "answer": "5"}], agent_name="http_agent"))))
+    assert row["agentboost_status"] == "ok" and row["agentboost_reward"] == 1.0, row["agentboost_error"]
+    reqs = sampled_by_request(client)[row["agentboost_episode_id"]]
+    assert len(reqs) == 2 == row["agentboost_model_calls"] and row["agentboost_tool_calls"] == 1
+    assert row["prompt"] == reqs[0]["prompt_ids"]
+    assert [t for t, m in zip(row["response"], row["mask"]) if m] == [t for r in reqs for t in r["token_ids"]]
+    assert (row["prompt"] + row["response"])[: len(reqs[1]["prompt_ids"])] == reqs[1]["prompt_ids"]
 
 
 def test_a_reward_over_its_time_limit_gives_a_failed_row(scripted_worker):
