@@ -148,8 +148,10 @@ class Run:
         return [r for _, r in iter_jsonl(path)] if path.is_file() else []
 
     def status(self) -> dict[str, Any]:
-        """Progress, loss, validation accuracy and budget used, from the run's files."""
+        """Progress, loss, validation accuracy, the best checkpoint and budget used, from the run's files."""
         import yaml
+
+        from .trainer.checkpoint import best_checkpoint
 
         cfg = yaml.safe_load((self.run_dir / "config.yaml").read_text()) if (self.run_dir / "config.yaml").is_file() else {}
         run = (cfg or {}).get("run", {})
@@ -159,23 +161,34 @@ class Run:
         elapsed = last.get("elapsed_s", 0.0)
         cost = elapsed / 3600 * run.get("cost_per_hour", 0.0)
         done = (self.run_dir / "result.json").is_file()
+        best = best_checkpoint(self.run_dir)
         return {"run_dir": str(self.run_dir), "state": "completed" if done else ("running" if steps else "starting"),
                 "step": last.get("step", 0), "total_steps": run.get("steps"), "loss": last.get("loss"),
                 "reward_mean": last.get("reward_mean"), "validation_accuracy": val[-1].get("val_pass@1") if val else None,
-                "budget_used_usd": cost, "budget_limit_usd": run.get("max_cost") or None, "elapsed_s": elapsed}
+                "budget_used_usd": cost, "budget_limit_usd": run.get("max_cost") or None, "elapsed_s": elapsed,
+                # the checkpoint validation picked (``RUN_DIR:best`` in eval, export-model, serve)
+                "best_checkpoint": best["checkpoint"] if best else None,
+                "best_validation_accuracy": best["value"] if best else None}
 
     def evaluate(self, baseline: str | None = None, tasks: str | Path | None = None, samples: int | None = None,
-                 alpha: float = 0.05, seed: int = 0, out_dir: str | Path | None = None) -> dict[str, Any]:
-        """The run's newest intact checkpoint against ``baseline`` (default: its base model) on its
-        validation tasks (or ``tasks``), with the paired significance test of ``agentboost eval``."""
+                 alpha: float = 0.05, seed: int = 0, out_dir: str | Path | None = None,
+                 checkpoint: str | None = None) -> dict[str, Any]:
+        """The run's best checkpoint (the newest intact one if validation picked none; or
+        ``checkpoint``: ``best``, ``latest``, ``step_000012``) against ``baseline`` (default: its
+        base model) on its validation tasks (or ``tasks``), with the paired significance test of
+        ``agentboost eval``."""
         from .tasks import load_tasks
+        from .trainer.checkpoint import best_checkpoint
         from .trainer.evaluation import config_for, evaluate
 
         cfg = config_for(str(self.run_dir), None)
         task_file = tasks or cfg.data.val_file
         if not task_file:
             raise APIError("the run has no validation tasks: give tasks=")
-        return evaluate(str(self.run_dir), baseline or cfg.model.path, load_tasks(task_file), cfg,
+        if checkpoint is None and best_checkpoint(self.run_dir) is not None:
+            checkpoint = "best"
+        model = f"{self.run_dir}:{checkpoint}" if checkpoint else str(self.run_dir)
+        return evaluate(model, baseline or cfg.model.path, load_tasks(task_file), cfg,
                         samples=samples or cfg.validation.k, seed=seed, alpha=alpha,
                         out_dir=out_dir or self.run_dir / "eval", log=lambda m: None)
 

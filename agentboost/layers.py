@@ -14,7 +14,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("agents: trainable model, gateway, episode runner, worker, pool", ("agentboost.agents", "agentboost.gateway")),
     ("trainer, data preparation, integrations, testing aids", ("agentboost.trainer", "agentboost.data",
                                                               "agentboost.integrations", "agentboost.testing",
-                                                              "agentboost.scaffold")),
+                                                              "agentboost.scaffold", "agentboost.serving")),
     ("entry points: command line and Python API", ("agentboost.cli", "agentboost.api", "agentboost.jobs", "agentboost")),
 ]
 

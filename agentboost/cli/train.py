@@ -75,8 +75,9 @@ def add_eval(sub) -> None:
                                 "reward, sampling parameters and seeds; report each one's success rate, mean reward "
                                 "and tool-call rate, the paired difference over tasks with its 95% CI, a p-value "
                                 "(paired sign-flip permutation test over tasks) and whether it is significant.")
-    p.add_argument("--model", required=True, help="a training run directory (its newest intact checkpoint), "
-                                                  "an embedded model name or a model directory")
+    p.add_argument("--model", required=True, help="a training run directory, RUN_DIR[:CHECKPOINT] (the newest "
+                                                  "intact checkpoint, or best, latest, step_000012), an embedded "
+                                                  "model name or a model directory")
     p.add_argument("--baseline", default=None, help="the same kinds; default: the model's base model")
     p.add_argument("--prompt-policy", metavar="PATH",
                    help="the model's side runs with this prompt policy (a prompt_policy.json, a checkpoint or a "
@@ -132,6 +133,10 @@ def cmd_train(args) -> int:
         tools = (f"{first['tool_call_rate']:.2f} -> {last['tool_call_rate']:.2f}" if first is not last
                  else f"{last['tool_call_rate']:.2f}")
         print(f"validation ({span}, {last['episodes']} episodes): pass@1 {pass1}, tool-call rate {tools}")
+    if "best_checkpoint" in result:
+        best = result["best_checkpoint"]
+        print(f"best checkpoint: {best['checkpoint']} (validation pass@1 {best['value']:.3f}); serve it as "
+              f"{trainer.run_dir}:best")
     print(f"done: {result['steps']} steps ({result['stopped']}); metrics in {trainer.run_dir / 'metrics.jsonl'}, "
           f"plots in {trainer.run_dir / 'plots'}")
     return 0

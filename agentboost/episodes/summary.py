@@ -34,9 +34,14 @@ def reasoning_metrics(episodes: list[Episode]) -> dict[str, float]:
 def success_ci95(episodes: list[Episode]) -> float:
     """Half-width of the 95% confidence interval of the success rate (normal approximation over
     episodes, sample standard deviation); NaN below two episodes."""
-    if len(episodes) < 2:
+    return mean_ci95([float(ep.succeeded) for ep in episodes])
+
+
+def mean_ci95(xs: list[float]) -> float:
+    """Half-width of the 95% confidence interval of a mean (normal approximation, sample standard
+    deviation); NaN below two values. The one interval of a rate: validation, ``eval``, an A/B arm."""
+    if len(xs) < 2:
         return float("nan")
-    xs = [float(ep.succeeded) for ep in episodes]
     m = sum(xs) / len(xs)
     return 1.96 * (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 / len(xs) ** 0.5
 

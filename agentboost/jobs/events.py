@@ -30,14 +30,15 @@ from ..files import atomic_write_text, iter_jsonl
 from .store import JobError, JobStore
 
 # every event the trainer writes: a subscription to all of them sees every seq, with no gap
-EVENTS = ("progress", "checkpoint", "warning", "budget_warning", "compare_to_base", "resume", "completed", "cancelled",
-          "failed")
+EVENTS = ("progress", "checkpoint", "best_checkpoint", "warning", "budget_warning", "compare_to_base", "resume",
+          "completed", "cancelled", "failed")
 TERMINAL = ("completed", "cancelled", "failed")
 RETRIES = 3
 # the GRPO guide's webhook event names for the same events (it names the first two; the rest follow
 # its pattern); a subscription may use either name, and every event carries both
 GUIDE_EVENTS = {"training.job.progress": "progress", "training.budget.warning": "budget_warning",
-                "training.checkpoint.saved": "checkpoint", "training.job.warning": "warning",
+                "training.checkpoint.saved": "checkpoint", "training.checkpoint.best": "best_checkpoint",
+                "training.job.warning": "warning",
                 "training.evaluation.completed": "compare_to_base", "training.job.resumed": "resume",
                 "training.job.completed": "completed", "training.job.cancelled": "cancelled",
                 "training.job.failed": "failed"}
@@ -47,12 +48,12 @@ GUIDE_NAME = {v: k for k, v in GUIDE_EVENTS.items()}
 def with_guide_fields(event: dict[str, Any]) -> dict[str, Any]:
     """An event with the guide's fields beside agentboost's: ``type`` (the live-update stream's name,
     the same as ``event``), ``event_type`` (the webhook name), and for ``progress`` ``iteration``
-    (steps done), ``total`` (steps configured), ``loss`` (already there); for ``checkpoint``
-    ``checkpoint_id`` (the checkpoint's directory name, ``step_NNNNNN``)."""
+    (steps done), ``total`` (steps configured), ``loss`` (already there); for ``checkpoint`` and
+    ``best_checkpoint`` ``checkpoint_id`` (the checkpoint's directory name, ``step_NNNNNN``)."""
     out = {**event, "type": event["event"], "event_type": GUIDE_NAME.get(event["event"], event["event"])}
     if event["event"] == "progress":
         out.update(iteration=event.get("step"), total=event.get("total_steps"))
-    elif event["event"] == "checkpoint":
+    elif event["event"] in ("checkpoint", "best_checkpoint"):
         out["checkpoint_id"] = event.get("checkpoint")
     return out
 

@@ -213,6 +213,7 @@ class JobStore:
         from ..trainer.checkpoint import latest_name  # (it imports torch: not at the service's start)
 
         out["checkpoint"] = latest_name(d / "run")
+        out.setdefault("best_checkpoint", None)
         out.update(guide_status(out, d / "run"))
         return out
 
@@ -299,6 +300,8 @@ def guide_status(status: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "budget_remaining_percent": max(0.0, 100.0 * (1 - cost / budget)) if budget else None,
         "trajectories_generated": sum(sum((r.get("statuses") or {}).values()) for r in steps),
         "estimated_completion": eta,
+        # the guide's Phase 5 reads it: RUN_DIR:CHECKPOINT, which `serve`, `eval` and `export-model` take as is
+        "best_checkpoint_id": f"{run_dir}:{status['best_checkpoint']}" if status.get("best_checkpoint") else None,
     }
 
 

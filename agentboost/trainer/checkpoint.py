@@ -69,7 +69,8 @@ def verify_checkpoint(path: Path) -> str | None:
 
 
 def save_checkpoint(run_dir: Path, step: int, model, optimizer, scheduler, trainer_state: dict[str, Any],
-                    lora: bool, keep: int = 2) -> Path:
+                    lora: bool, keep: int = 2, protect: tuple[str, ...] = ()) -> Path:
+    """``keep`` newest checkpoints stay; the ones named in ``protect`` (the best) stay too."""
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
@@ -84,7 +85,7 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, scheduler, train
         (tmp / "trainer_state.json").write_text(json.dumps({**trainer_state, "step": step}))
         write_manifest(tmp)  # last: a checkpoint without it is incomplete
     atomic_write_text(root / "latest", final.name)
-    old = sorted(p for p in root.glob("step_*") if p.is_dir() and p != final)
+    old = sorted(p for p in root.glob("step_*") if p.is_dir() and p != final and p.name not in protect)
     for p in old[: max(0, len(old) - (keep - 1))]:
         shutil.rmtree(p, ignore_errors=True)
     return final
@@ -94,6 +95,55 @@ def latest_name(run_dir: str | Path) -> str | None:
     """The checkpoint ``checkpoints/latest`` names (``step_000012``), or None before the first."""
     pointer = Path(run_dir) / "checkpoints" / "latest"
     return pointer.read_text().strip() if pointer.is_file() else None
+
+
+BEST = "best.json"  # in checkpoints/: the checkpoint validation picked, its step and its figure
+
+
+def best_checkpoint(run_dir: str | Path) -> dict[str, Any] | None:
+    """``{"checkpoint", "step", "metric", "value"}`` of the run's best checkpoint (the highest
+    validation success rate, ties to the later step), or None before a validation picked one."""
+    path = Path(run_dir) / "checkpoints" / BEST
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def write_best(run_dir: str | Path, record: dict[str, Any]) -> None:
+    atomic_write_text(Path(run_dir) / "checkpoints" / BEST, json.dumps(record))
+
+
+def split_run_spec(spec: str) -> tuple[str, str | None]:
+    """``RUN_DIR[:CHECKPOINT]`` -> (RUN_DIR, CHECKPOINT or None); anything that is not a run
+    directory with a suffix (a model name, a hub id) comes back whole."""
+    if ":" in spec and not (Path(spec) / "config.yaml").is_file():
+        head, tail = spec.rsplit(":", 1)
+        if (Path(head) / "config.yaml").is_file():
+            return head, tail or None
+    return spec, None
+
+
+def resolve_checkpoint(run_dir: str | Path, name: str | None = None) -> Path:
+    """A run's checkpoint by name: None or ``latest`` (the newest intact one), ``best`` (the one
+    validation picked), ``step_000012`` or ``12``. The checkpoint must verify."""
+    run_dir = Path(run_dir)
+    if name in (None, "", "latest"):
+        return newest_intact(run_dir)
+    if name == "best":
+        best = best_checkpoint(run_dir)
+        if best is None:
+            raise CheckpointError(f"{run_dir} has no best checkpoint: no validation picked one (the run needs "
+                                  f"data.val_file and a validation after a checkpoint)")
+        name = best["checkpoint"]
+    elif name.isdigit():
+        name = f"step_{int(name):06d}"
+    path = run_dir / "checkpoints" / name
+    if not name.startswith("step_") or not path.is_dir():
+        have = sorted(p.name for p in (run_dir / "checkpoints").glob("step_*") if p.is_dir())
+        raise CheckpointError(f"{run_dir} has no checkpoint {name!r} (it has: {', '.join(have) or 'none'}; "
+                              f"or give best or latest)")
+    problem = verify_checkpoint(path)
+    if problem is not None:
+        raise CheckpointError(f"checkpoint {path} is damaged: {problem}")
+    return path
 
 
 def _candidates(run_dir: Path) -> list[Path]:
@@ -155,9 +205,10 @@ def newest_intact(run_dir: Path) -> Path:
     raise CheckpointError(f"{run_dir} has no intact checkpoint" + (f" ({'; '.join(problems)})" if problems else ""))
 
 
-def load_policy_from_run(run_dir: Path):
-    """(model, tokenizer, description, base model path) of a run's newest intact checkpoint: the
-    LoRA adapter on the run's base model, or the fully fine-tuned weights."""
+def load_policy_from_run(run_dir: Path, checkpoint: str | None = None):
+    """(model, tokenizer, description, base model path) of a run's checkpoint (``checkpoint``: as
+    ``resolve_checkpoint`` takes it; None: the newest intact one): the LoRA adapter on the run's
+    base model, or the fully fine-tuned weights."""
     import yaml
 
     from ..models.loading import load_policy, resolve_model_path
@@ -165,7 +216,7 @@ def load_policy_from_run(run_dir: Path):
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
     base = (cfg.get("model") or {}).get("path", "smollm2-135m-instruct")
     lora = (cfg.get("model") or {}).get("lora", True)
-    ckpt = newest_intact(run_dir)
+    ckpt = resolve_checkpoint(run_dir, checkpoint)
     base_path = str(resolve_model_path(base))
     if lora:
         from peft import PeftModel

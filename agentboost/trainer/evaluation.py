@@ -26,13 +26,13 @@ import numpy as np
 from ..agents.http_agent import HttpAgentSpec
 from ..agents.strands_process_pool import StrandsProcessPool
 from ..episodes.record import Episode, EpisodeWriter
-from ..episodes.summary import reasoning_metrics, success_ci95, tool_use_metrics
+from ..episodes.summary import mean_ci95, reasoning_metrics, success_ci95, tool_use_metrics
 from ..errors import InputError
 from ..rewards.groups import apply_group_policy
 from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
 from .agent_setup import agent_spec, check_config_sandbox, environment
-from .checkpoint import CheckpointError, load_policy_from_run
+from .checkpoint import CheckpointError, load_policy_from_run, split_run_spec
 from .config import TrainConfig
 
 EXACT_UP_TO = 16  # tasks with a nonzero difference; above this the permutation test samples
@@ -85,6 +85,62 @@ def paired_comparison(model: dict[str, list[float]], baseline: dict[str, list[fl
                         p_value=float(p), alpha=alpha, significant=bool(p < alpha))
 
 
+@dataclass
+class UnpairedResult:
+    n_experiment: int
+    n_baseline: int
+    mean_difference: float  # experiment minus baseline
+    ci95: tuple[float, float]
+    p_value: float
+    alpha: float
+    significant: bool
+    method: str
+
+
+def unpaired_comparison(experiment: list[float], baseline: list[float], alpha: float = 0.05,
+                        permutations: int = 20_000, seed: int = 0, exact_up_to: int = 20_000) -> UnpairedResult:
+    """The unpaired counterpart of ``paired_comparison``, for two groups of independent outcomes
+    (0/1 or rewards) such as the sessions of an A/B test's two arms: the difference of the means,
+    its 95% CI (normal approximation, each arm's variance: Welch), and a two-sided permutation
+    test of the arm labels (under "no difference" the labels are exchangeable; no normality, fine
+    for binary outcomes). Above ``exact_up_to`` outcomes in all the test is the normal
+    approximation it converges to, so a long-running A/B test stays cheap to report."""
+    if not experiment or not baseline:
+        raise EvalInputError(f"each arm needs at least one outcome (experiment {len(experiment)}, "
+                             f"baseline {len(baseline)})")
+    if not 0 < alpha < 1:
+        raise EvalInputError(f"alpha must be in (0, 1), got {alpha}")
+    # sorted: the Monte-Carlo p-value depends on the outcomes only, never on their order of arrival
+    a, b = np.sort(np.asarray(experiment, dtype=float)), np.sort(np.asarray(baseline, dtype=float))
+    diff = float(a.mean() - b.mean())
+    var = (a.var(ddof=1) / len(a) if len(a) > 1 else 0.0) + (b.var(ddof=1) / len(b) if len(b) > 1 else 0.0)
+    half = 1.96 * math.sqrt(var) if len(a) > 1 and len(b) > 1 else float("nan")
+    pooled = np.concatenate([a, b])
+    if np.ptp(pooled) == 0:
+        p, method = 1.0, "permutation test of the arm labels (all outcomes equal)"
+    elif len(pooled) <= exact_up_to:
+        rng = np.random.default_rng(seed)
+        hits, done, chunk = 0, 0, max(1, 2_000_000 // len(pooled))
+        while done < permutations:
+            k = min(chunk, permutations - done)
+            perm = rng.permuted(np.broadcast_to(pooled, (k, len(pooled))), axis=1)
+            d = perm[:, : len(a)].mean(axis=1) - perm[:, len(a):].mean(axis=1)
+            hits += int((np.abs(d) >= abs(diff) - 1e-12).sum())
+            done += k
+        p, method = (hits + 1) / (permutations + 1), "permutation test of the arm labels"
+    else:
+        z = abs(diff) / math.sqrt(var) if var > 0 else float("inf")
+        p, method = math.erfc(z / math.sqrt(2)), "normal approximation (Welch z-test)"
+    return UnpairedResult(n_experiment=len(a), n_baseline=len(b), mean_difference=diff,
+                          ci95=(diff - half, diff + half), p_value=float(p), alpha=alpha,
+                          significant=bool(p < alpha), method=method)
+
+
+def rate_with_ci(xs: list[float]) -> tuple[float, float]:
+    """(mean, 95% CI half-width) of outcomes: the same interval as ``eval``'s per-policy one."""
+    return (float(np.mean(xs)) if xs else float("nan")), mean_ci95(list(map(float, xs)))
+
+
 # -- running the two policies ------------------------------------------------------------------
 @dataclass
 class PolicyReport:
@@ -113,27 +169,47 @@ def describe(episodes: list[Episode], label: str) -> PolicyReport:
 
 def load_policy_spec(spec: str):
     """(model, tokenizer, description, tokenizer path) for an embedded model name, a model
-    directory, or a training run directory (its newest intact checkpoint on its base model)."""
+    directory, or a training run directory, ``RUN_DIR[:CHECKPOINT]`` (its newest intact
+    checkpoint, or the one named: ``best``, ``latest``, ``step_000012``, on its base model)."""
     from ..models.loading import load_policy, resolve_model_path
 
-    path = Path(spec)
+    run, checkpoint = split_run_spec(spec)
+    path = Path(run)
     if (path / "config.yaml").is_file():  # a training run directory
-        model, tok, desc, base = load_policy_from_run(path)
+        model, tok, desc, base = load_policy_from_run(path, checkpoint)
         return model, tok, desc, base
     model, tok = load_policy(spec)
     return model, tok, spec, str(resolve_model_path(spec))
 
 
-def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, seed: int, workers: int, slots: int,
-               out: Path | None, log=print, prompt_policy=None) -> list[Episode]:
-    """``prompt_policy``: a ``PromptPolicy`` the agent runs with (else the configuration's prompt)."""
+def start_spec_server(spec: str, cfg: TrainConfig, seed: int, slots: int, max_batch_size: int,
+                      engine: str | None = None):
+    """(engine name, started policy server, description, tokenizer path, tokenizer) for a policy spec, on
+    the configured engine (``rollout.engine``, or ``engine``), as in training: a run's checkpoint
+    goes onto a vLLM server as its adapter (or full weights) over the base model. ``eval`` and
+    ``serve`` start their policies here."""
     from ..sampling.policy_server import start_policy_server
     from .policy_engine import server_options
 
+    model, tok, desc, tokenizer_path = load_policy_spec(spec)
+    trained = (Path(split_run_spec(spec)[0]) / "config.yaml").is_file()
+    lora_rank = model.peft_config["default"].r if hasattr(model, "peft_config") else 0
+    options = server_options(cfg)
+    if engine is not None:
+        options["engine"] = engine
+    name, server = start_policy_server(model_path=tokenizer_path, model=model, tokenizer=tok, seed=seed,
+                                       slots=slots, max_batch_size=max_batch_size, lora_rank=lora_rank,
+                                       full_weight_sync=trained and not lora_rank, weights_version=int(trained),
+                                       **options)
+    return name, server, desc, tokenizer_path, tok
+
+
+def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, seed: int, workers: int, slots: int,
+               out: Path | None, log=print, prompt_policy=None) -> list[Episode]:
+    """``prompt_policy``: a ``PromptPolicy`` the agent runs with (else the configuration's prompt)."""
     warning = check_config_sandbox(cfg)  # before the model loads
     if warning:
         log(f"warning: {warning}")
-    model, tok, desc, tokenizer_path = load_policy_spec(spec)
     agent, env = agent_spec(cfg), environment(cfg)
     if prompt_policy is not None:
         if isinstance(agent, HttpAgentSpec):
@@ -143,14 +219,8 @@ def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, see
     v = cfg.validation
     # the same seed for both policies: common random numbers, so the difference is the models'
     sampling = SamplingParams(temperature=v.temperature, top_p=v.top_p, max_new_tokens=v.max_new_tokens, seed=seed)
-    # the configured engine (rollout.engine), as in training: a run's checkpoint goes onto a vLLM
-    # server as its adapter (or full weights) over the base model
-    trained = (Path(spec) / "config.yaml").is_file()
-    lora_rank = model.peft_config["default"].r if hasattr(model, "peft_config") else 0
-    engine, server = start_policy_server(model_path=tokenizer_path, model=model, tokenizer=tok, seed=seed,
-                                         slots=workers * slots, max_batch_size=workers * slots, lora_rank=lora_rank,
-                                         full_weight_sync=trained and not lora_rank, weights_version=int(trained),
-                                         **server_options(cfg))
+    engine, server, desc, tokenizer_path, _ = start_spec_server(spec, cfg, seed, workers * slots, workers * slots)
+    trained = (Path(split_run_spec(spec)[0]) / "config.yaml").is_file()
     how = f", {server.sync} weights" if engine == "vllm" and trained else ""
     log(f"evaluating {desc} on {len(tasks)} tasks x {samples} ({engine} engine{how})")
     with server:
@@ -171,7 +241,7 @@ def config_for(model: str, config: str | None, overrides: list[str] = ()) -> Tra
     model's run directory, else the defaults."""
     from .config import load_config
 
-    saved = Path(model) / "config.yaml"
+    saved = Path(split_run_spec(model)[0]) / "config.yaml"
     if config is None and saved.is_file():
         config = saved
     return load_config(config, list(overrides), for_training=False)

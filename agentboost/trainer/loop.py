@@ -39,7 +39,7 @@ from . import batch as batching
 from . import health
 from . import loss as losses
 from .agent_setup import agent_spec, environment
-from .checkpoint import latest_name, load_latest_intact, save_checkpoint
+from .checkpoint import best_checkpoint, latest_name, load_latest_intact, save_checkpoint, write_best
 from .config import TrainConfig
 from .metrics import MetricsLogger
 from .preflight import preflight
@@ -135,6 +135,8 @@ class Trainer:
         self.warm_started = False
         self.validations: list[dict[str, Any]] = []  # step, pass@1 and tool-call rate of each validation
         self.history: list[dict[str, Any]] = []
+        # the checkpoint validation picked so far (checkpoints/best.json): a resume goes on from it
+        self.best: dict[str, Any] | None = best_checkpoint(self.run_dir) if resume else None
         skipped: list[str] = []
         if resume:
             ckpt, state, skipped = load_latest_intact(self.run_dir, self.model, self.optimizer, self.scheduler,
@@ -315,6 +317,8 @@ class Trainer:
             result = {"steps": self.step, "stopped": reason, "stop_requested": bool(self.stop_requested)}
             if self.validations:  # this session's first and last validation: what the run changed
                 result["validation"] = {"first": self.validations[0], "last": self.validations[-1]}
+            if self.best is not None:
+                result["best_checkpoint"] = self.best
             if self.start_warnings:
                 result["warnings"] = list(self.start_warnings)
             self.metrics.log_event({"event": "cancelled" if self.stop_requested else "completed", "step": self.step,
@@ -377,7 +381,7 @@ class Trainer:
     def checkpoint(self) -> None:
         state = {"data": self.stream.state(), "elapsed_s": self.elapsed(), "warm_started": self.warm_started}
         path = save_checkpoint(self.run_dir, self.step, self.model, self.optimizer, self.scheduler, state,
-                               self.cfg.model.lora)
+                               self.cfg.model.lora, protect=(self.best["checkpoint"],) if self.best else ())
         self._saved_step = self.step
         self.log(f"checkpoint {path.name}")
         self.metrics.log_event({"event": "checkpoint", "step": self.step, "checkpoint": path.name})
@@ -517,6 +521,25 @@ class Trainer:
                 "kl": stats["kl"] / n, "grad_norm": stats["grad_norm"], "trained_tokens": stats["trained_tokens"] // n,
                 "micro_batches": len(batches)}
 
+    def _pick_best(self, m: dict[str, Any]) -> None:
+        """The best checkpoint: the highest validation success rate (pass@1), a tie going to the
+        later step (more training for the same score). The base model (step 0 without a warm
+        start) is no checkpoint and never picked; a best step not checkpointed yet gets its
+        checkpoint now, so that the best can always be served, and older checkpoints are deleted
+        around it, never it."""
+        if self.step == 0 and not self.warm_started:
+            return
+        value = float(m["val_pass@1"])
+        if self.best is not None and value < self.best["value"]:
+            return
+        if self._saved_step != self.step:
+            self.checkpoint()
+        self.best = {"checkpoint": f"step_{self.step:06d}", "step": self.step, "metric": "val_pass@1",
+                     "value": value, "ci95": m["val_success_ci95"]}
+        write_best(self.run_dir, self.best)
+        self.metrics.log_event({"event": "best_checkpoint", **self.best})
+        self.log(f"best checkpoint: {self.best['checkpoint']} (pass@1 {value:.3f})")
+
     def validate(self) -> dict[str, Any]:
         k = self.cfg.validation.k
         episodes = self._rollouts(self.val_pool, self.val_tasks, k, "validation")
@@ -538,6 +561,7 @@ class Trainer:
              **{f"val_{name}": v for name, v in reasoning_metrics(episodes).items()},
              **{f"val_{name}": v for name, v in split_metrics(episodes).items()}}
         self.metrics.log_validation(m)
+        self._pick_best(m)
         self.validations.append({"step": self.step, "pass@1": m["val_pass@1"],
                                  "tool_call_rate": m["val_tool_call_rate"], "episodes": len(episodes)})
         self.log(f"validation at step {self.step}: reward {m['val_reward_mean']:.3f}  pass@1 {m['val_pass@1']:.3f} "

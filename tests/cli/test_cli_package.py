@@ -17,9 +17,9 @@ from agentboost.trainer.config import TrainConfig
 from agentboost.trainer.policy_engine import server_options
 
 COMMANDS = ["init", "rollout", "models", "serve", "check", "data", "score", "stats", "sandbox", "train", "config", "plot", "export",
-            "sft", "eval", "jobs"]
+            "export-model", "ab", "sft", "eval", "jobs"]
 SUBCOMMANDS = [["models", "prepare"], ["models", "list"], ["data", "prepare"], ["data", "verl"], ["sandbox", "info"],
-               ["jobs", "serve"]]
+               ["jobs", "serve"], ["ab", "report"], ["ab", "split"]]
 
 
 @pytest.mark.parametrize("command", [[c] for c in COMMANDS] + SUBCOMMANDS, ids=" ".join)

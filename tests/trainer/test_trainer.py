@@ -127,8 +127,11 @@ def test_smoke_run_updates_the_adapter_and_writes_everything(tmp_path, smollm2_p
     # smoke.yaml validates only at the end: the first and the last validation are that one
     only = {"step": 2, "pass@1": result["validation"]["last"]["pass@1"],
             "tool_call_rate": result["validation"]["last"]["tool_call_rate"], "episodes": 4}
+    # the one validation picks the best checkpoint: the last step's
+    best = {"checkpoint": "step_000002", "step": 2, "metric": "val_pass@1", "value": only["pass@1"],
+            "ci95": result["best_checkpoint"]["ci95"]}
     assert result == {"steps": 2, "stopped": "reached 2 steps", "stop_requested": False,
-                      "validation": {"first": only, "last": only}}
+                      "validation": {"first": only, "last": only}, "best_checkpoint": best}
     assert 0.0 <= only["pass@1"] <= 1.0 and 0.0 <= only["tool_call_rate"] <= 1.0
     assert seen == [(1, 1, "step_000001", True), (2, 2, "step_000002", True)]
     assert json.loads((tmp_path / "run" / "result.json").read_text()) == result

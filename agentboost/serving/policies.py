@@ -1,0 +1,79 @@
+"""What one arm serves: a policy spec (``RUN_DIR[:CHECKPOINT]``, a model directory, an embedded
+model name) loaded on an engine, with the agent settings and reward of its configuration.
+
+A run's arm takes the run's own configuration (the chat template's tool parser and reasoning
+markers, the validation sampling settings it was measured with, its reward for host-side scoring),
+so a checkpoint is served as it was validated; a plain model takes the defaults or ``config``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..agents.chat_rendering import ChatRenderer
+from ..environments.strands_env import StrandsEnv
+from ..sampling.protocol import Sampler, SamplingParams
+from ..trainer.agent_setup import environment
+from ..trainer.checkpoint import split_run_spec
+from ..trainer.config import TrainConfig
+from ..trainer.evaluation import config_for, start_spec_server
+
+ARMS = ("baseline", "experiment")  # an A/B test's two arms
+
+
+@dataclass
+class ServedPolicy:
+    """One arm: its ``sampler`` (the engine, in process for hf, over loopback HTTP for vLLM), the
+    ``renderer`` of its tokenizer, the ``sampling`` settings every call uses, the trainable model's
+    ``model_options``, and ``env`` (its reward, for feedback the host scores)."""
+
+    name: str
+    spec: str
+    description: str
+    engine: str
+    sampler: Sampler
+    renderer: ChatRenderer
+    sampling: SamplingParams
+    env: StrandsEnv | None
+    model_options: dict[str, Any] = field(default_factory=dict)
+    server: Any = None  # the engine's server, closed with the policy
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+
+def serving_config(spec: str, config: str | None = None, overrides: list[str] = ()) -> TrainConfig:
+    """The configuration an arm serves with: ``config`` if given, else the run's own, else defaults."""
+    return config_for(spec, config, list(overrides))
+
+
+def load_served_policy(name: str, spec: str, engine: str = "hf", config: str | None = None,
+                       overrides: list[str] = (), max_batch_size: int = 16, seed: int = 0,
+                       log=print) -> ServedPolicy:
+    from ..sampling.http_sampler import HttpSampler
+    from ..sampling.local_engine import EngineSampler
+
+    cfg = serving_config(spec, config, overrides)
+    engine_name, server, desc, _, tok = start_spec_server(spec, cfg, seed=seed, slots=max_batch_size,
+                                                       max_batch_size=max_batch_size, engine=engine)
+    try:
+        if engine_name == "hf":
+            sampler: Sampler = EngineSampler(server.engine)
+        else:
+            sampler = HttpSampler(server.url, policy_file=str(server.policy_file))
+        v = cfg.validation
+        # the settings the checkpoint was validated with; greedy stays greedy (no seed needed)
+        sampling = SamplingParams(temperature=v.temperature, top_p=v.top_p, max_new_tokens=v.max_new_tokens)
+        trained = (Path(split_run_spec(spec)[0]) / "config.yaml").is_file()
+        env = environment(cfg) if cfg.reward.name else None
+        log(f"arm {name}: {desc} ({engine_name} engine{', trained' if trained else ''})")
+        return ServedPolicy(name=name, spec=spec, description=desc, engine=engine_name, sampler=sampler,
+                            renderer=ChatRenderer(tok), sampling=sampling, env=env, server=server,
+                            model_options={"tool_parser": cfg.agent.tool_parser, "reasoning": cfg.agent.reasoning})
+    except BaseException:
+        server.close()
+        raise

@@ -1,0 +1,146 @@
+"""The serving router with scripted arms (the real router, gateway translation, Strands client and
+sockets; a scripted sampler stands in for the model so that every answer is known): tool calls
+streamed and not, sticky arms, a live split change, feedback, the guards and Prometheus per arm.
+The statistics and the best-checkpoint rules without a model."""
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from agentboost.agents.chat_rendering import ChatRenderer
+from agentboost.sampling.protocol import SamplingParams
+from agentboost.sampling.scripted import ScriptedSampler
+from agentboost.serving.policies import ServedPolicy
+from agentboost.serving.report import ab_report, report_text
+from agentboost.serving.router import Router, ServeInputError, check_bind, draw
+from agentboost.trainer.evaluation import paired_comparison, unpaired_comparison
+
+TOKEN = "s3cret"
+PARAMS = SamplingParams(temperature=0.0, max_new_tokens=64)
+
+
+def arm(name, tok, answer):
+    sampler = ScriptedSampler(lambda ids, i: answer, tok)
+    return ServedPolicy(name=name, spec=name, description=f"scripted {name}", engine="scripted", sampler=sampler,
+                        renderer=ChatRenderer(tok), sampling=PARAMS, env=None)
+
+
+def post(url, body, token=TOKEN, headers=None, raw=None):
+    req = urllib.request.Request(url, data=raw if raw is not None else json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", **(headers or {}),
+                                          **({"Authorization": f"Bearer {token}"} if token else {})})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, dict(r.headers), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
+
+
+@pytest.fixture(scope="module")
+def smollm2_tok(smollm2_path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(smollm2_path))
+
+
+def test_ab_router_over_http(tmp_path, smollm2_tok):
+    from strands import Agent
+    from strands.models.openai import OpenAIModel
+
+    from agentboost.testing.faults import add
+
+    call = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
+    base = arm("baseline", smollm2_tok, "The answer is 5.")
+    # the experiment calls the tool on a first turn, answers after the tool's result
+    exp = arm("experiment", smollm2_tok, "done")
+    exp.sampler.script = lambda ids, i: call if "tool_response" not in smollm2_tok.decode(ids[-40:]) else "It is 5."
+    router = Router({"baseline": base, "experiment": exp}, split=0.5, out_dir=tmp_path, token=TOKEN,
+                    max_request_bytes=4096, rate_limit=0, min_effect=0.1, salt="fixed")
+    with router:
+        url = router.url
+
+        async def session(i: int, stream: bool):
+            model = OpenAIModel(client_args={"base_url": url + "/v1", "api_key": TOKEN, "max_retries": 0,
+                                             "default_headers": {"X-Agentboost-Session": f"s{i}"}},
+                                model_id="agentboost", stream=stream)
+            agent = Agent(model=model, tools=[add], system_prompt="Use the tools.", callback_handler=None)
+            result = await agent.invoke_async("What is 2 + 3?")
+            return str(result).strip()
+
+        async def many():
+            return await asyncio.gather(*(session(i, stream=i % 2 == 0) for i in range(40)))
+
+        answers = asyncio.run(many())
+        arms = {f"s{i}": router._session_arm[f"s{i}"] for i in range(40)}
+        for i, a in enumerate(answers):  # each session answered by its own arm, tool round included
+            assert a == ("It is 5." if arms[f"s{i}"] == "experiment" else "The answer is 5."), (i, a)
+        assert sorted(draw("fixed", n) < 0.5 for n in range(40)) == sorted(a == "experiment" for a in arms.values())
+        assert 19 <= sum(a == "experiment" for a in arms.values()) <= 21  # low discrepancy: 40 sessions split evenly
+        # sticky: a session's next call stays on its arm even after the split moves
+        status, _, body = post(url + "/v1/ab/split", {"split": 1.0})
+        assert status == 200 and json.loads(body) == {"from": 0.5, "to": 1.0}
+        stuck = next(s for s, a in arms.items() if a == "baseline")
+        req = {"messages": [{"role": "user", "content": "hi"}], "user": None}
+        status, headers, _ = post(url + "/v1/chat/completions", req, headers={"X-Agentboost-Session": stuck})
+        assert status == 200 and headers["X-Agentboost-Arm"] == "baseline"
+        status, headers, _ = post(url + "/v1/chat/completions", {**req, "user": "u-1"})
+        assert status == 200 and headers["X-Agentboost-Arm"] == "experiment"  # new keys: the new split
+        # feedback from the client: by session id, the last one counts
+        for i in range(40):
+            assert post(url + "/v1/feedback", {"session_id": f"s{i}", "success": False})[0] == 200
+            assert post(url + "/v1/feedback", {"session_id": f"s{i}", "success": arms[f"s{i}"] == "experiment",
+                                               "reward": 1.0 if arms[f"s{i}"] == "experiment" else 0.25})[0] == 200
+        # the guards: each a status and a one-line reason
+        assert post(url + "/v1/chat/completions", req, token=None)[0] == 401
+        assert post(url + "/v1/chat/completions", req, token="wrong")[0] == 401
+        assert post(url + "/v1/chat/completions", {"messages": [{"role": "user", "content": "x" * 5000}]})[0] == 413
+        assert post(url + "/v1/chat/completions", None, raw=b"{not json")[0] == 400
+        assert post(url + "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "n": 2})[0] == 400
+        assert post(url + "/v1/feedback", {"session_id": "nobody", "success": True})[0] == 404
+        assert post(url + "/v1/feedback", {"session_id": "s1", "reward": "high"})[0] == 400
+        assert post(url + "/v1/feedback", {"session_id": "s1", "task": {"answer": "5"}})[0] == 400  # no reward here
+        assert post(url + "/v1/ab/split", {"split": 1.5})[0] == 400
+        req = urllib.request.Request(url + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            metrics = r.read().decode()
+        n_exp = sum(a == "experiment" for a in arms.values())
+        assert f'agentboost_serve_sessions_total{{arm="experiment"}} {n_exp + 1}.0' in metrics
+        assert 'agentboost_serve_requests_total{arm="baseline",outcome="ok"}' in metrics
+        assert f'agentboost_serve_successes_total{{arm="experiment"}} {float(n_exp)}' in metrics
+        assert "agentboost_serve_experiment_split 1.0" in metrics
+    events = [json.loads(line) for line in (tmp_path / "ab.jsonl").read_text().splitlines()]
+    assert [e for e in events if e["event"] == "split"][0]["to"] == 1.0
+    r = ab_report(tmp_path / "ab.jsonl")
+    e, b = r["arms"]["experiment"], r["arms"]["baseline"]
+    assert e["sessions"] == n_exp + 1 and b["sessions"] == 40 - n_exp
+    assert e["calls"] == 2 * n_exp + 1 and e["errors"] == 0  # two calls per tool round, one after the split
+    assert e["success_rate"] == 1.0 and b["success_rate"] == 0.0 and b["mean_reward"] == 0.25
+    assert r["split"]["phases"][0]["split"] == 0.5 and r["split"]["phases"][1] == {
+        "split": 1.0, "sessions": 1, "experiment": 1, "changed_at": r["split"]["phases"][1]["changed_at"], "observed": 1.0}
+    d = r["success_difference"]
+    assert d["mean_difference"] == 1.0 and d["p_value"] < 0.001 and d["significant"] and r["min_effect_reached"]
+    text = report_text(r)
+    assert "success difference (experiment - baseline) +1.000" in text and "minimum effect +0.100: reached" in text
+
+
+def test_unpaired_comparison_and_guards():
+    # 30/100 against 50/100: Fisher's exact two-sided p is 0.0057; the label permutation test agrees
+    r = unpaired_comparison([1.0] * 30 + [0.0] * 70, [1.0] * 50 + [0.0] * 50)
+    assert r.mean_difference == pytest.approx(-0.2) and 0.003 < r.p_value < 0.01 and r.significant
+    assert r.ci95[0] == pytest.approx(-0.2 - 1.96 * (0.3 * 0.7 / 99 + 0.25 / 99) ** 0.5)
+    assert unpaired_comparison([1.0, 1.0], [1.0, 1.0]).p_value == 1.0
+    big = unpaired_comparison([1.0] * 12_000 + [0.0] * 13_000, [1.0] * 12_500 + [0.0] * 12_500)
+    assert big.method.startswith("normal approximation") and 0.0 < big.p_value < 0.001
+    with pytest.raises(ValueError, match="each arm needs at least one outcome"):
+        unpaired_comparison([], [1.0])
+    # the paired test it sits beside is unchanged: one sample per task is McNemar's exact test
+    assert paired_comparison({"a": [1.0], "b": [1.0], "c": [0.0]}, {"a": [0.0], "b": [0.0], "c": [0.0]}).p_value == 0.5
+    with pytest.raises(ServeInputError, match="not loopback: give --token"):
+        check_bind("0.0.0.0", None)
+    check_bind("127.0.0.1", None)
+    check_bind("0.0.0.0", "t")
+    with pytest.raises(ServeInputError, match="two arms named baseline and experiment"):
+        Router({"a": None, "b": None})
