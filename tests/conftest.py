@@ -5,7 +5,7 @@ what each folder covers and how to run a part of the suite."""
 import os
 
 import pytest
-from helpers import QWEN3_DIR
+from helpers import CHAT_KEY, CHAT_KEY_ENV, QWEN3_DIR
 
 
 def pytest_configure(config):
@@ -50,3 +50,21 @@ def smollm2_engine(smollm2_path):
     engine = LocalEngine.from_pretrained(str(smollm2_path), max_batch_size=8)
     yield engine
     engine.close()
+
+
+@pytest.fixture(scope="session")
+def chat_server(smollm2_path):
+    """The embedded model on the vLLM CPU server's OpenAI chat route (tool calls in hermes format,
+    structured outputs), which demands ``CHAT_KEY``; ``CHAT_KEY_ENV`` holds it for this session.
+    One server for every test of chat models we do not train (models/chat.py) in the session."""
+    from helpers import vllm_python_or_skip
+
+    from agentboost.sampling.vllm_server import VLLMServer
+
+    python = vllm_python_or_skip()
+    os.environ[CHAT_KEY_ENV] = CHAT_KEY
+    server = VLLMServer(smollm2_path, python=python, kv_cache_gib=1, max_model_len=4096,
+                        extra_args=("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--api-key", CHAT_KEY))
+    with server:
+        yield server
+    os.environ.pop(CHAT_KEY_ENV, None)

@@ -20,6 +20,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 # ../shared beside the repository (absent in a bare clone; the tests that need it skip)
 QWEN3_DIR = REPO.parent / "shared" / "fixtures" / "qwen3-tokenizer"
+# the API key the ``chat_server`` fixture demands, planted in this variable; tests grep the files
+# runs wrote for it (it must be in none)
+CHAT_KEY_ENV = "AGENTBOOST_TEST_CHAT_KEY"
+CHAT_KEY = "sk-planted-0f9e8d7c6b5a4f3e2d1c"
 
 # `python -m agentboost.cli` with this interpreter, for a subprocess.Popen of the command line
 CLI = (sys.executable, "-m", "agentboost.cli")

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..environments.strands_env import ConversationEnded, StrandsEnv
 from ..episodes.record import Episode, Status
+from ..models.chat import ChatModelSpec, is_outage, redact
 from ..sampling.protocol import (
     PromptTooLongError,
     Sampler,
@@ -19,7 +20,7 @@ from ..sampling.protocol import (
 )
 from .chat_rendering import ChatRenderer
 from .http_agent import HttpAgentSpec
-from .recording import final_answer, record_calls, tool_call_records  # noqa: F401 (their former home)
+from .recording import final_answer, jsonable, record_calls, tool_call_records  # noqa: F401 (their former home)
 from .strands_agent import StrandsAgentSpec
 from .trainable_model import EpisodeLimitReached, TrainableModel
 
@@ -48,10 +49,18 @@ def _conversation_ended(e: BaseException) -> bool:
     return any(isinstance(c, ConversationEnded) for c in _causes(e))
 
 
-def classify_failure(e: Exception, model: TrainableModel) -> tuple[Status, str]:
+def _cause_text(e: BaseException) -> str:
+    """The innermost cause, which names what failed (Strands wraps it in its own exceptions)."""
+    inner = list(_causes(e))[-1]
+    return f"{type(inner).__name__}: {inner}"[:1000]
+
+
+def classify_failure(e: Exception, model: TrainableModel | None) -> tuple[Status, str]:
     """Strands wraps what fails inside its event loop; look through the chain for the cause."""
     from strands.types.exceptions import MaxTokensReachedException
 
+    if is_outage(e):  # the serving side, not the agent: never a wrong answer
+        return Status.ABORTED, f"serving side unavailable: {_cause_text(e)}"
     for c in _causes(e):
         if isinstance(c, EpisodeLimitReached):
             return Status.TRUNCATED, str(c)
@@ -61,7 +70,7 @@ def classify_failure(e: Exception, model: TrainableModel) -> tuple[Status, str]:
             return Status.TRUNCATED, f"the prompt outgrew the policy server's context: {c}"
         if isinstance(c, SamplerError):
             return Status.ERROR, f"sampler: {c}"
-    if model.calls and model.calls[-1].finish_reason == "length":
+    if model is not None and model.calls and model.calls[-1].finish_reason == "length":
         return Status.TRUNCATED, "a model turn hit its max_new_tokens limit"
     return Status.ERROR, f"{type(e).__name__}: {e}"
 
@@ -82,9 +91,11 @@ async def run_episode(spec: StrandsAgentSpec | HttpAgentSpec, task: dict[str, An
     if isinstance(spec, HttpAgentSpec):  # its own process, through a gateway session: the same record
         from ..gateway.http_episode import run_http_episode
 
-        return await run_http_episode(spec, task, sampler, renderer, sampling, env=env, group_id=group_id,
-                                      episode_id=episode_id, always_extend=always_extend,
-                                      sequence_budget=sequence_budget, score=score, sample=sample)
+        ep = await run_http_episode(spec, task, sampler, renderer, sampling, env=env, group_id=group_id,
+                                    episode_id=episode_id, always_extend=always_extend,
+                                    sequence_budget=sequence_budget, score=score, sample=sample)
+        ep.metadata["sample"] = sample  # as below: what a resumed evaluation matches on
+        return ep
     if sampling.seed is not None:
         sampling = dataclasses.replace(sampling, seed=derive_seed(sampling.seed, str(task["task_id"]), sample))
     model = TrainableModel(sampler, renderer, sampling, tool_parser=spec.tool_parser, reasoning=spec.reasoning,
@@ -92,6 +103,7 @@ async def run_episode(spec: StrandsAgentSpec | HttpAgentSpec, task: dict[str, An
                            always_extend=always_extend, sequence_budget=sequence_budget)
     ep = Episode(episode_id=episode_id or uuid.uuid4().hex, task_id=str(task["task_id"]),
                  group_id=group_id or str(task["task_id"]))
+    ep.metadata["sample"] = sample  # which of the task's samples: what a resumed evaluation matches on
     t0 = time.perf_counter()
     agent = None
     tool_outcomes: dict[str, str] = {}
@@ -121,6 +133,57 @@ async def run_episode(spec: StrandsAgentSpec | HttpAgentSpec, task: dict[str, An
     if conversation is not None:
         ep.metadata["conversation"] = conversation.record(agent)
     if env is not None and score:
+        t1 = time.perf_counter()
+        env.score(task, ep)
+        ep.timings["reward_s"] = time.perf_counter() - t1
+    return ep
+
+
+async def run_chat_episode(spec: StrandsAgentSpec, task: dict[str, Any], chat: ChatModelSpec, sampling: SamplingParams,
+                           env: StrandsEnv | None = None, group_id: str | None = None,
+                           episode_id: str | None = None, sample: int = 0) -> Episode:
+    """The agent on one task with a chat model we do not train (``agentboost.models.chat``) in place of
+    the trainable model: the same agent, tools, conversation and reward, recorded as text
+    (``metadata["text_level"]``, no calls or segments: never an RL row). The sampling settings
+    and the per-(task, sample) seed are the policy's, so a baseline is sampled like the model it is
+    compared with. An outage of the model's service ends it ``aborted``."""
+    seed = derive_seed(sampling.seed, str(task["task_id"]), sample) if sampling.seed is not None else None
+    ep = Episode(episode_id=episode_id or uuid.uuid4().hex, task_id=str(task["task_id"]),
+                 group_id=group_id or str(task["task_id"]))
+    ep.metadata.update(text_level={"provider": chat.provider, "model_id": chat.model_id}, sample=sample)
+    t0 = time.perf_counter()
+    agent = None
+    tool_outcomes: dict[str, str] = {}
+    conversation = None
+    try:
+        model = chat.build(temperature=sampling.temperature, top_p=sampling.top_p,
+                           max_tokens=spec.max_response_tokens, seed=seed)
+        conversation = env.new_conversation(task) if env is not None else None
+        agent = spec.build(model)
+        state = {"task": task, "tool_outcomes": tool_outcomes}
+        if conversation is None:
+            prompt = env.first_message(task) if env is not None else task["question"]
+            await asyncio.wait_for(agent.invoke_async(prompt, invocation_state=state), timeout=spec.timeout_s)
+        else:
+            conversation.setup(agent)
+            await asyncio.wait_for(_converse(agent, conversation, state), timeout=spec.timeout_s)
+    except asyncio.TimeoutError:
+        ep.status, ep.error = Status.TIMEOUT, f"episode exceeded its {spec.timeout_s:g} s limit"
+    except Exception as e:
+        if not _conversation_ended(e):
+            status, error = classify_failure(e, None)
+            ep.status, ep.error = status, redact(error, chat)
+    ep.timings["wall_s"] = time.perf_counter() - t0
+    messages = list(agent.messages)[len(spec.history):] if agent is not None else []
+    ep.messages = jsonable(messages)
+    if agent is not None:  # what an SFT row rendered from the text needs besides the messages
+        ep.metadata["text_level"].update(system_prompt=agent.system_prompt,
+                                         tool_specs=jsonable(agent.tool_registry.get_all_tool_specs()))
+    ep.tool_calls = tool_call_records(messages, tool_outcomes)
+    ep.final_answer = final_answer(messages)
+    if conversation is not None:
+        ep.metadata["conversation"] = conversation.record(agent)
+    if env is not None and not ep.aborted:
         t1 = time.perf_counter()
         env.score(task, ep)
         ep.timings["reward_s"] = time.perf_counter() - t1

@@ -13,7 +13,7 @@ from ..reasoning import UNTERMINATED_REASONING
 from .trainable_model import TrainableModel
 
 
-def _jsonable(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def jsonable(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return json.loads(json.dumps(messages, default=repr))
 
 
@@ -62,7 +62,7 @@ def record_calls(ep: Episode, models: list[TrainableModel], messages: list[dict[
     lineage: a subagent with its own system prompt; its calls follow its parent's)."""
     calls = [c for m in models for c in m.calls]
     ep.timings["model_s"] = sum(c.latency_s for c in calls)
-    ep.messages = _jsonable(messages)
+    ep.messages = jsonable(messages)
     ep.calls = calls
     ep.segments = build_segments(calls)
     ep.num_splits = max(0, len(ep.segments) - 1)

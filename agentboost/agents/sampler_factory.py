@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..imports import import_object
+from ..models.chat import ChatModelSpec, chat_model_spec
 from ..sampling.protocol import Sampler
 from ..sampling.spec import SamplerSpec
 from .chat_rendering import ChatRenderer
@@ -12,13 +13,20 @@ class SamplerFactory:
     """Built once per worker: the tokenizer, the renderer, and a sampler for each episode."""
 
     def __init__(self, spec: SamplerSpec):
-        from transformers import AutoTokenizer
-
         self.spec = spec.validate()
-        self.tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer)
-        self.renderer = ChatRenderer(self.tokenizer, template_kwargs=spec.template_kwargs)
         self._shared: Sampler | None = None
         self._script = None
+        # a chat model we do not train (kind "chat"): no tokenizer, no sampler; run_chat_episode builds
+        # its Strands model per episode (the key is read here, in the worker, never sent to it)
+        self.chat: ChatModelSpec | None = chat_model_spec(spec.chat) if spec.kind == "chat" else None
+        if self.chat is not None:
+            self.chat.api_key()  # a missing key fails the worker's setup, once, not every episode
+            self.tokenizer = self.renderer = None
+            return
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer)
+        self.renderer = ChatRenderer(self.tokenizer, template_kwargs=spec.template_kwargs)
         if spec.kind == "http":
             from ..sampling.http_sampler import HttpSampler
 

@@ -325,6 +325,7 @@ class StrandsProcessPool:
             self._resolve(job, ep)
 
     def _resolve(self, job: _Job, ep: Episode) -> None:
+        ep.metadata.setdefault("sample", job.sample)  # which of the task's samples (a resumed eval matches on it)
         if job.history:
             ep.metadata["attempts"] = len(job.history) + 1
             ep.metadata["earlier_failures"] = list(job.history)

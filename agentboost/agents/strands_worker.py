@@ -49,7 +49,7 @@ def worker_main(conn, agent_spec, env, sampler_spec, slots: int) -> None:
 
 async def _serve(conn, agent_spec, env, factory, slots: int) -> None:
     from ..episodes.record import Episode, Status
-    from .episode_runner import run_episode
+    from .episode_runner import run_chat_episode, run_episode
 
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue = asyncio.Queue()
@@ -78,9 +78,13 @@ async def _serve(conn, agent_spec, env, factory, slots: int) -> None:
         async with sem:
             send(("started", key))
             try:
-                ep = await run_episode(agent_spec, task, factory.sampler_for_episode(), factory.renderer,
-                                       factory.spec.sampling, env=env, group_id=group_id, episode_id=episode_id,
-                                       always_extend=agent_spec.always_extend, sample=sample)
+                if factory.chat is not None:  # a chat model we do not train: text-level
+                    ep = await run_chat_episode(agent_spec, task, factory.chat, factory.spec.sampling, env=env,
+                                                group_id=group_id, episode_id=episode_id, sample=sample)
+                else:
+                    ep = await run_episode(agent_spec, task, factory.sampler_for_episode(), factory.renderer,
+                                           factory.spec.sampling, env=env, group_id=group_id, episode_id=episode_id,
+                                           always_extend=agent_spec.always_extend, sample=sample)
             except Exception as e:  # a bug of ours; still one record for the task
                 ep = Episode(episode_id=episode_id, task_id=str(task.get("task_id")), group_id=group_id,
                              status=Status.ERROR,

@@ -77,7 +77,9 @@ def add_eval(sub) -> None:
                                 "(paired sign-flip permutation test over tasks) and whether it is significant.")
     p.add_argument("--model", required=True, help="a training run directory, RUN_DIR[:CHECKPOINT] (the newest "
                                                   "intact checkpoint, or best, latest, step_000012), an embedded "
-                                                  "model name or a model directory")
+                                                  "model name, a model directory, or a chat model we do not train: "
+                                                  "a YAML/JSON file or inline mapping {provider: openai, model_id: "
+                                                  "..., base_url: ..., api_key_env: ...} (docs/hosted-models.md)")
     p.add_argument("--baseline", default=None, help="the same kinds; default: the model's base model")
     p.add_argument("--prompt-policy", metavar="PATH",
                    help="the model's side runs with this prompt policy (a prompt_policy.json, a checkpoint or a "
@@ -91,7 +93,10 @@ def add_eval(sub) -> None:
                 ("--max-tasks", int, "evaluate on the first N tasks"),
                 ("--seed", 0, "sampling seed, the same for both (default: 0)"),
                 ("--alpha", 0.05, "significance level (default: 0.05)"), ("--workers", 1, "worker processes (default: 1)"), ("--slots", 16, "episodes in flight per worker (default: 16)"),
-                ("--out", "eval", "directory for eval.json and both policies' episodes (default: eval)"))
+                ("--out", "eval", "directory for eval.json and both policies' episodes; run again with the same "
+                                  "arguments, an interrupted evaluation resumes there (default: eval)"),
+                ("--retries", 2, "rounds of retries of the episodes the serving side aborted (default: 2)"),
+                ("--retry-backoff", 5.0, "seconds before the first retry round, doubling (default: 5)"))
 
 
 def cmd_train(args) -> int:
@@ -168,7 +173,10 @@ def cmd_sft(args) -> int:
             raise UsageError(f"{name} must be >= 1, got {value}")
     if args.lr <= 0:
         raise UsageError(f"--lr must be > 0, got {args.lr}")
-    rows = load_sft_rows(args.files)
+    from ..models.loading import resolve_model_path
+
+    # text-level episodes (a chat model's) are rendered with the student's own chat template
+    rows = load_sft_rows(args.files, tokenizer=str(resolve_model_path(args.model)))
     cfg = SFTConfig(model=args.model, lora=not args.full, lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
                     epochs=args.epochs, lr=args.lr, batch_rows=args.batch_rows,
                     micro_batch_tokens=args.micro_batch_tokens, seed=args.seed)
@@ -196,7 +204,7 @@ def cmd_eval(args) -> int:
     baseline = args.baseline or cfg.model.path
     res = evaluate(args.model, baseline, tasks, cfg, samples=args.samples or cfg.validation.k, seed=args.seed,
                    alpha=args.alpha, workers=args.workers, slots=args.slots, out_dir=args.out,
-                   prompt_policy=args.prompt_policy)
+                   prompt_policy=args.prompt_policy, retries=args.retries, backoff_s=args.retry_backoff)
     d = res["difference"]
     print(f"{res['tasks']} tasks x {res['samples_per_task']} samples, seed {res['seed']}, "
           f"temperature {res['sampling']['temperature']:g}")
@@ -209,6 +217,11 @@ def cmd_eval(args) -> int:
         reward = f"{r['mean_reward']:.3f}" if r["mean_reward"] is not None else "-"
         print(f"{name:<10} {r['success_rate']:>9.3f} ± {r['success_ci95']:.3f} {reward:>7} {r['tool_call_rate']:>6.2f} "
               f"{r['tool_success_rate']:>8.2f} {r['malformed_tool_call_rate']:>9.2f} {r['mean_turns']:>6.2f}  {r['policy']}")
+        if r["aborted"]:
+            print(f"{'':<10} {r['aborted']} episodes aborted by the serving side (outages, not failures): left out "
+                  f"of every figure; run the same command again to retry them")
+    if res["tasks_left_out"]:
+        print(f"{res['tasks_left_out']} of {res['tasks']} tasks have no outcome on one side: compared on the others")
     lo, hi = d["ci95"]
     print(f"difference {d['mean_difference']:+.3f} (95% CI {lo:+.3f} .. {hi:+.3f}), p = {d['p_value']:.4f} "
           f"({d['method']}; {d['differing_tasks']} of {d['tasks']} tasks differ): "

@@ -11,6 +11,8 @@ from ..errors import InputError
 from ..rewards.registry import as_result, get_reward
 from ..rewards.shaping import ShapingConfig, shaping_terms
 
+JUDGE = "judge"  # reward.name of the judge reward (agentboost.rewards.judge): a chat model and a rubric
+
 
 class TaskFormatError(InputError):
     pass
@@ -40,9 +42,13 @@ class StrandsEnv:
     # the agent until the conversation ends; None: one prompt, one agent run
     conversation: str | None = None
     conversation_options: dict[str, Any] = field(default_factory=dict)
+    # with reward "judge": the judge (agentboost.rewards.judge.judge_config: model, rubric, mode, ...)
+    judge: dict[str, Any] | None = None
 
     def validate(self) -> "StrandsEnv":
-        if self.reward is not None:
+        if self.reward == JUDGE:
+            self._judge()
+        elif self.reward is not None:
             get_reward(self.reward)
         if self.prompt_template is not None:
             fields = [f for _, f, _, _ in string.Formatter().parse(self.prompt_template) if f]
@@ -85,14 +91,60 @@ class StrandsEnv:
         applied (``environments.groups.apply_group_policy``), the one place that decides what a
         failure is worth. A reward function that raises marks the episode ``error`` with its
         message."""
-        if episode.failed or self.reward is None:
+        if episode.failed or episode.aborted or self.reward is None:  # an aborted one has no outcome at all
             return
+        if self.reward == JUDGE and self._judge().mode == "group":
+            return  # the whole group at once, when it is complete: score_groups
         try:
-            result = as_result(get_reward(self.reward)(task, episode))
+            if self.reward == JUDGE:
+                from ..rewards.judge import judge_episode
+
+                result = judge_episode(self._judge(), task, episode)
+            else:
+                result = as_result(get_reward(self.reward)(task, episode))
         except Exception as e:  # the user's reward: recorded on the episode, never lost
-            episode.status = Status.ERROR
-            episode.error = f"reward {self.reward!r} raised {type(e).__name__}: {e}"
+            self._reward_failed(episode, e)
             return
+        self._apply(episode, result)
+
+    @property
+    def scores_groups(self) -> bool:
+        """Whether episodes are scored a whole group at once, after rollout (``score_groups``)."""
+        return self.reward == JUDGE and self._judge().mode == "group"
+
+    def score_groups(self, tasks: dict[str, dict[str, Any]], episodes: list[Episode]) -> None:
+        """A group-ranking judge: every task's episodes that ran to an end, scored in one call."""
+        from ..rewards.judge import judge_group
+
+        groups: dict[str, list[Episode]] = {}
+        for ep in episodes:
+            if not (ep.failed or ep.aborted):
+                groups.setdefault(ep.group_id, []).append(ep)
+        for members in groups.values():
+            try:
+                results = judge_group(self._judge(), tasks[members[0].task_id], members)
+            except Exception as e:
+                for ep in members:
+                    self._reward_failed(ep, e)
+                continue
+            for ep, result in zip(members, results):
+                self._apply(ep, result)
+
+    def _judge(self):
+        from ..rewards.judge import judge_config
+
+        if getattr(self, "_judge_cfg", None) is None:
+            self._judge_cfg = judge_config(self.judge)
+        return self._judge_cfg
+
+    def _reward_failed(self, episode: Episode, e: Exception) -> None:
+        from ..models.chat import is_outage
+
+        # a judge's service that is down says nothing of the episode: aborted, not an error
+        episode.status = Status.ABORTED if is_outage(e) else Status.ERROR
+        episode.error = f"reward {self.reward!r} raised {type(e).__name__}: {e}"
+
+    def _apply(self, episode: Episode, result) -> None:
         components = dict(result.components) or {"outcome": result.score}
         total = result.score
         if self.shaping is not None:

@@ -30,6 +30,10 @@ class Status(str, Enum):
     # the agent's client went away during a model call (behind the gateway): what it saw of the
     # last answer, and so what the episode would have been, is unknown; never trained on
     INCOMPLETE = "incomplete"
+    # the serving side failed it (connection refused, throttled, server error, timeout of the
+    # model's endpoint), after the retries: an outage, not an answer. Never scored, never trained
+    # on, left out of evaluation statistics (and counted there); ``agentboost.rewards.groups``
+    ABORTED = "aborted"
 
     def __str__(self) -> str:
         return self.value
@@ -38,6 +42,11 @@ class Status(str, Enum):
     def failed(self) -> bool:
         """The episode did not run to an end the reward can judge: it gets the failed reward."""
         return self in FAILED_STATUSES
+
+    @property
+    def aborted(self) -> bool:
+        """The infrastructure, not the agent, ended the episode: it has no outcome at all."""
+        return self is Status.ABORTED
 
 
 STATUSES = tuple(s.value for s in Status)
@@ -140,6 +149,16 @@ class Episode:
     @property
     def failed(self) -> bool:
         return Status(self.status).failed  # Status() also accepts a status assigned as text
+
+    @property
+    def aborted(self) -> bool:
+        return Status(self.status).aborted
+
+    @property
+    def text_level(self) -> bool:
+        """Run by a chat model we do not train (``agentboost.models.chat``): messages only, no
+        token ids. Evaluated and exported for SFT, never an RL row."""
+        return bool(self.metadata.get("text_level"))
 
     @property
     def succeeded(self) -> bool:

@@ -12,13 +12,20 @@ def tool_use_metrics(episodes: list[Episode]) -> dict[str, float]:
     """How an agent used its tools: ``tool_call_rate`` (episodes with at least one call),
     ``tool_success_rate`` (calls that returned a result, over all calls; 0.0 without calls),
     ``malformed_tool_call_rate`` (episodes with a call the parser could not read), ``mean_turns``
-    (model calls per episode)."""
+    (model calls per episode; a chat model's text-level episode: its assistant turns)."""
     n = len(episodes) or 1
     calls = [t for ep in episodes for t in ep.tool_calls]
     return {"tool_call_rate": sum(1 for ep in episodes if ep.tool_calls) / n,
             "tool_success_rate": sum(1 for t in calls if t.ok) / len(calls) if calls else 0.0,
             "malformed_tool_call_rate": sum(1 for ep in episodes if ep.malformed_tool_calls) / n,
-            "mean_turns": sum(len(ep.calls) for ep in episodes) / n}
+            "mean_turns": sum(_turns(ep) for ep in episodes) / n}
+
+
+def _turns(ep: Episode) -> int:
+    """Model calls; a text-level episode (a chat model's) has no call records: its assistant turns."""
+    if ep.text_level:
+        return sum(1 for m in ep.messages if m.get("role") == "assistant")
+    return len(ep.calls)
 
 
 def reasoning_metrics(episodes: list[Episode]) -> dict[str, float]:

@@ -72,7 +72,8 @@ def episode_row(ep: Episode, pad_token_id: int, failed_reward: float, *, max_pro
         ep.error = f"{ep.error}; {reason}" if ep.error else reason
         give_failed_reward(ep, failed_reward)
 
-    if not ep.segments or (failed_as_placeholder and ep.failed):
+    # an aborted episode (an outage of the serving side) is no sample of the policy's: nothing to train on
+    if not ep.segments or ep.aborted or (failed_as_placeholder and ep.failed):
         return row(*placeholder_row(pad_token_id), 0)
     seg = ep.segments[-1]
     first_prompt = len(ep.calls[seg.call_indices[0]].prompt_ids)

@@ -1,7 +1,12 @@
 """GRPO groups: a failed member keeps its place (with the failed reward) or, by policy, the whole
-group is dropped. Both are counted, never silent. An ``incomplete`` episode (its client went away
-mid-call) is never trained on, whatever the policy: it leaves its group, counted. This is the one place where failed episodes
-are given their reward: workers and the pool only run and move episodes."""
+group is dropped. Both are counted, never silent. This is the one place where failed episodes
+are given their reward: workers and the pool only run and move episodes.
+
+An ``incomplete`` episode (its client went away mid-call) is never trained on, whatever the policy:
+it leaves its group, counted. An ``aborted`` member (the serving side was down:
+``Status.ABORTED``) is not a failure of the policy: it gets no reward at all and leaves its group,
+whose other members are compared among themselves (the group is then uneven, and counted so); a
+group with no member left is gone."""
 
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ class GroupReport:
     groups: int = 0
     episodes: int = 0
     failed_episodes: int = 0
+    aborted_episodes: int = 0  # left out of their groups: an outage is never a wrong answer
     groups_with_failures: int = 0
     dropped_groups: int = 0
     dropped_episodes: int = 0
@@ -55,8 +61,8 @@ def apply_group_policy(episodes: list[Episode], policy: GroupPolicy | str = Grou
                        group_size: int | None = None, failed_reward: float = 0.0) -> tuple[list[Episode], GroupReport]:
     """Every failed episode gets ``failed_reward`` (also those of dropped groups, so that records
     written afterwards say what a failure was worth); with ``drop``, groups that have one are
-    left out of the returned list. Both are counted in the report. Incomplete episodes are never
-    in the returned list (their group goes on without them)."""
+    left out of the returned list. Aborted episodes are left out, unscored; incomplete ones are
+    never in the returned list (their group goes on without them). All are counted in the report."""
     try:
         policy = GroupPolicy(policy)
     except ValueError:
@@ -66,6 +72,14 @@ def apply_group_policy(episodes: list[Episode], policy: GroupPolicy | str = Grou
     for members in group_episodes(episodes).values():
         report.groups += 1
         report.episodes += len(members)
+        aborted = [ep for ep in members if ep.aborted]
+        if aborted:
+            for ep in aborted:  # no reward: a record that says 0 would read as a wrong answer
+                ep.reward, ep.reward_components = None, {}
+            report.aborted_episodes += len(aborted)
+            members = [ep for ep in members if not ep.aborted]
+            if not members:
+                continue
         failed = 0
         for ep in members:
             if ep.failed:

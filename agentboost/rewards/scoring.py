@@ -37,9 +37,19 @@ def read_answers(path: str, tasks: dict[str, dict[str, Any]], tasks_path: str) -
 
 
 def score_answers(reward_name: str, tasks: dict[str, dict[str, Any]], answers: list[dict[str, Any]],
-                  jobs: int = 4) -> list[ScoredAnswer]:
-    """Score every answer (``jobs`` at once); a reward that raises scores 0 with its error kept."""
-    reward = get_reward(reward_name)
+                  jobs: int = 4, judge: Any = None) -> list[ScoredAnswer]:
+    """Score every answer (``jobs`` at once); a reward that raises scores 0 with its error kept.
+    ``reward_name`` "judge": ``judge`` (a ``rewards.judge.JudgeConfig``) scores each answer, a
+    pass being a score at or above its ``pass_threshold``."""
+    if reward_name == "judge":
+        from .judge import judge_episode
+
+        def reward(task, ep):
+            res = judge_episode(judge, task, ep)
+            res.metadata["verdict"] = "passed" if res.score >= judge.pass_threshold else "failed"
+            return res
+    else:
+        reward = get_reward(reward_name)
 
     def one(row: dict[str, Any]) -> ScoredAnswer:
         tid = str(row["task_id"])
@@ -71,3 +81,18 @@ def tests_by_verdict(results: list[ScoredAnswer]) -> Counter:
     for r in results:
         tests.update(r.metadata.get("test_verdicts") or {})
     return tests
+
+
+def judge_agreement(judged: list[ScoredAnswer], verified: list[ScoredAnswer], threshold: float):
+    """How often the judge agrees with the verifier on the same answers (in the same order): the
+    judge passes at ``threshold``, the verifier at 1. Answers the judge could not score are
+    counted apart, in no cell."""
+    from .judge import Agreement
+
+    out = Agreement()
+    for j, v in zip(judged, verified):
+        if j.verdict.startswith("reward error"):
+            out.errors += 1
+            continue
+        out.add(j.score >= threshold, v.score >= 1.0)
+    return out

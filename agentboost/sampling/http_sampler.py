@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 
 from .policy_version import read_policy_version
-from .protocol import PromptTooLongError, SamplerError, SampleResult, SamplingParams
+from .protocol import PromptTooLongError, SamplerError, SampleResult, SamplingParams, ServiceUnavailableError
 
 
 class HttpSampler:
@@ -86,8 +86,8 @@ class HttpSampler:
                     if r.status == 413:  # the request, not the model, is too large: the prompt is
                         raise PromptTooLongError(f"prompt of {len(prompt_ids)} tokens rejected: the request is "
                                                  f"over the server's size limit ({_message(data)})")
-                    if r.status >= 500:
-                        raise SamplerError(f"sampler server error {r.status}: {_message(data)}")
+                    if r.status >= 500 or r.status == 429:  # the server's state, not the request: retried
+                        raise _Unavailable(f"sampler server error {r.status}: {_message(data)}")
                     if r.status != 200:  # a client error will not go away by retrying
                         if _prompt_too_long(data):
                             raise PromptTooLongError(f"prompt of {len(prompt_ids)} tokens rejected: {_message(data)}")
@@ -106,11 +106,18 @@ class HttpSampler:
                 last = e
                 if attempt < self.max_retries:
                     await asyncio.sleep(0.2 * 2**attempt)
-        raise SamplerError(f"sampler at {self.base_url} failed after {self.max_retries + 1} tries: "
-                           f"{type(last).__name__}: {last}")
+        # an unreachable, throttling or failing server is an outage (the episode is aborted); a
+        # reply that is not a completion is a defect of the server's (the episode errs)
+        outage = isinstance(last, (aiohttp.ClientError, asyncio.TimeoutError, _Unavailable))
+        raise (ServiceUnavailableError if outage else SamplerError)(
+            f"sampler at {self.base_url} failed after {self.max_retries + 1} tries: {type(last).__name__}: {last}")
 
 
 class _Fatal(Exception):
+    pass
+
+
+class _Unavailable(SamplerError):
     pass
 
 

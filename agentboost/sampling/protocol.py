@@ -53,6 +53,11 @@ class SamplerError(RuntimeError):
     """The sampler could not produce a sample (server down, bad response, timeout)."""
 
 
+class ServiceUnavailableError(SamplerError):
+    """The serving side stayed unreachable through the retries (connection refused or reset,
+    throttling, 5xx, timeouts): the episode is ``aborted``, an outage and never a wrong answer."""
+
+
 class PromptTooLongError(SamplerError):
     """The prompt does not fit the server's context: the episode ends ``truncated``, and no
     shortened or substitute prompt is ever sampled from instead."""

@@ -10,9 +10,11 @@ from .protocol import SamplingParams
 
 @dataclass
 class SamplerSpec:
-    tokenizer: str  # the policy's tokenizer directory (with its chat template)
+    tokenizer: str | None  # the policy's tokenizer directory (with its chat template); None for "chat"
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    kind: str = "http"  # "http": a vLLM-compatible server; "scripted": a script, for tests and benchmarks
+    # "http": a vLLM-compatible server; "scripted": a script, for tests and benchmarks; "chat": a chat
+    # model we do not train, through a Strands provider (``chat``: a ChatModelSpec's fields), text-level
+    kind: str = "http"
     url: str | None = None
     # the model name the server expects in requests; None: asked from its /v1/models route (the
     # veRL fork's async servers have no such route, so the rLLM path names it)
@@ -23,12 +25,17 @@ class SamplerSpec:
     script: str | None = None
     script_kwargs: dict[str, Any] = field(default_factory=dict)
     template_kwargs: dict[str, Any] = field(default_factory=dict)
+    chat: dict[str, Any] | None = None
 
     def validate(self) -> "SamplerSpec":
         if self.kind == "http" and not self.url:
             raise ValueError("sampler kind 'http' needs a url")
         if self.kind == "scripted" and not self.script:
             raise ValueError("sampler kind 'scripted' needs a script import path")
-        if self.kind not in ("http", "scripted"):
-            raise ValueError(f"unknown sampler kind {self.kind!r}; expected 'http' or 'scripted'")
+        if self.kind == "chat" and not self.chat:
+            raise ValueError("sampler kind 'chat' needs a chat model (provider, model_id, ...)")
+        if self.kind != "chat" and not self.tokenizer:
+            raise ValueError(f"sampler kind {self.kind!r} needs the policy's tokenizer")
+        if self.kind not in ("http", "scripted", "chat"):
+            raise ValueError(f"unknown sampler kind {self.kind!r}; expected 'http', 'scripted' or 'chat'")
         return self

@@ -44,7 +44,7 @@ def runs_model_code(reward: str | None, tools: list[str]) -> list[str]:
     from ..rewards.registry import get_reward
 
     found = []
-    if reward and getattr(get_reward(reward), "runs_model_code", False):
+    if reward and reward != "judge" and getattr(get_reward(reward), "runs_model_code", False):
         found.append(f"reward {reward}")
     for path in tools:
         if getattr(import_object(path, what="tool"), "runs_model_code", False):
@@ -84,4 +84,5 @@ def environment(cfg: TrainConfig) -> StrandsEnv:
                       prompt_template=cfg.env.prompt_template or None,
                       shaping=shaping_config(cfg.reward.shaping) if cfg.reward.shaping else None,
                       conversation=cfg.env.conversation or None,
-                      conversation_options=dict(cfg.env.conversation_options))
+                      conversation_options=dict(cfg.env.conversation_options),
+                      judge=dict(cfg.reward.judge) or None)

@@ -27,6 +27,10 @@ class TrainRow:
 def rows_from_episodes(episodes: list[Episode]) -> list[TrainRow]:
     rows = []
     for ep in episodes:
+        if ep.text_level:  # a chat model's text: what a policy would have sampled is unknown
+            raise ValueError(f"episode {ep.episode_id} is text-level (run by a chat model, "
+                             f"{ep.metadata['text_level']}): it has no sampled tokens to train on with RL; "
+                             "export it for sft instead")
         if ep.reward is None:
             continue
         for seg in ep.segments:

@@ -93,6 +93,10 @@ class RewardConfig:
     # shaping terms added to the outcome (rewards/shaping.py: tool_success, verification, step_penalty
     # and their caps; verification_outcomes); {}: none
     shaping: dict[str, Any] = field(default_factory=dict)
+    # with name "judge" (tasks without a verifier; rewards/judge.py, docs/judge-rewards.md): model (a chat
+    # model: provider, model_id, base_url, api_key_env, params), rubric (text or a file), mode
+    # ("episode": each scored alone; "group": a GRPO group ranked in one call), max_tokens, pass_threshold
+    judge: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -500,6 +504,16 @@ def validate(cfg: TrainConfig, where: str, for_training: bool = True) -> None:
         raise ConfigError(f"{where}: model.device must be auto, cpu, cuda or cuda:N; got {cfg.model.device!r}")
     if cfg.reward.shaping:
         shaping_config(cfg.reward.shaping, where)
+    if cfg.reward.name == "judge" or cfg.reward.judge:
+        from ..models.chat import ChatModelError
+        from ..rewards.judge import JudgeConfigError, judge_config
+
+        try:
+            judge_config(cfg.reward.judge, "reward.judge")
+        except (JudgeConfigError, ChatModelError) as e:
+            raise ConfigError(f"{where}: {e}") from None
+        if cfg.reward.name != "judge":
+            raise ConfigError(f"{where}: reward.judge is set but reward.name is {cfg.reward.name!r}; set reward.name: judge")
     if cfg.algorithm.policy == "prompt":
         if cfg.warm_start.demonstrations:
             raise ConfigError(f"{where}: warm_start trains weights; algorithm.policy: prompt changes only the prompt "

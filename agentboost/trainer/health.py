@@ -86,12 +86,13 @@ def check_weights(params: Iterable[torch.Tensor], step: int) -> None:
 def failure_reasons(episodes: list[Episode], most: int = 3) -> str:
     """The commonest statuses and error texts of the failed episodes, as one line."""
     reasons = Counter(f"{ep.status}: {(ep.error or 'no error text').splitlines()[0][:400]}"
-                      for ep in episodes if ep.failed)
+                      for ep in episodes if ep.failed or ep.aborted)
     return "; ".join(f"{n}x {r}" for r, n in reasons.most_common(most))
 
 
 def check_episode_failures(episodes: list[Episode], max_failed_share: float, step: int) -> None:
-    failed = sum(ep.failed for ep in episodes)
+    # aborted ones too: they are not wrong answers, but a step without them cannot learn either
+    failed = sum(ep.failed or ep.aborted for ep in episodes)
     if episodes and failed / len(episodes) >= max_failed_share:
         raise EpisodesFailed(f"step {step}: {failed} of {len(episodes)} episodes failed (run.max_failed_share="
                              f"{max_failed_share:g}); commonest: {failure_reasons(episodes)}")

@@ -32,6 +32,7 @@ from ..episodes.summary import (
 )
 from ..files import atomic_write_text
 from ..rewards.groups import apply_group_policy
+from ..rewards.judge import judge_metrics
 from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
 from ..tasks import load_tasks
@@ -398,7 +399,10 @@ class Trainer:
         with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       transient=True, disable=not sys.stderr.isatty()) as progress:
             bar = progress.add_task(label, total=len(tasks) * samples)
-            return pool.run(tasks, samples=samples, on_episode=lambda ep: progress.advance(bar))
+            episodes = pool.run(tasks, samples=samples, on_episode=lambda ep: progress.advance(bar))
+        if pool.env is not None and pool.env.scores_groups:  # a group-ranking judge: whole groups, now
+            pool.env.score_groups({str(t["task_id"]): t for t in tasks}, episodes)
+        return episodes
 
     def train_step(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -437,16 +441,18 @@ class Trainer:
             "step": self.step,
             "reward_mean": float(np.mean(rewards)) if rewards else None,
             "reward_std": float(np.std(rewards)) if rewards else None,
-            "success_rate": sum(ep.succeeded for ep in episodes) / len(episodes),
+            # over the episodes that have an outcome: an aborted one (an outage) is none
+            "success_rate": sum(ep.succeeded for ep in episodes) / max(1, sum(not ep.aborted for ep in episodes)),
             "advantage_abs_mean": float(np.mean([abs(a) for a in adv.by_episode.values()])) if adv.by_episode else 0.0,
             **update,
             "sampled_tokens": sum(ep.num_response_tokens for ep in episodes),
             "all_equal_group_rate": adv.all_equal_groups / max(1, adv.groups),
-            "groups": adv.groups, "dropped_groups": groups.dropped_groups,
+            "groups": adv.groups, "dropped_groups": groups.dropped_groups, "aborted_episodes": groups.aborted_episodes,
             "statuses": {s: statuses.get(s, 0) for s in STATUSES},
             **split_metrics(episodes),
             **tool_use_metrics(episodes),
             **reasoning_metrics(episodes),
+            **judge_metrics(episodes),
             "lr": self.scheduler.get_last_lr()[0],
             **(_sampler_metrics(engine_before, self.engine.stats) if self.engine is not None else {}),
             "time_weight_sync_s": sync_s,

@@ -46,9 +46,36 @@ class SFTConfig:
     seed: int = 0
 
 
-def load_sft_rows(paths: list[str | os.PathLike[str]]) -> list[TrainRow]:
-    """Rows from episode records or ``agentboost export`` files (both carry ``segments``)."""
+def text_level_row(rec: dict, renderer, row_id: str) -> TrainRow | None:
+    """A text-level episode (a chat model's, ``Episode.text_level``: messages, no tokens) as one SFT
+    row: its conversation rendered with the student's chat template (its system prompt and tools as
+    the episode recorded them), the assistant turns under mask 1. The text is what the teacher
+    wrote; the tokens are the student's rendering of it (supervised learning needs no more)."""
+    meta = (rec.get("metadata") or {}).get("text_level") or {}
+    hf, tools = renderer.to_hf_messages(rec.get("messages") or [], meta.get("system_prompt"), meta.get("tool_specs"))
+    ids: list[int] = []
+    mask: list[int] = []
+    done = ""
+    for i, m in enumerate(hf):
+        assistant = m["role"] == "assistant"
+        before = renderer.render(hf[:i], tools, add_generation_prompt=assistant) if i else ""
+        upto = renderer.render(hf[:i + 1], tools, add_generation_prompt=False)
+        if not (before.startswith(done) and upto.startswith(before)):
+            raise ValueError("the chat template does not extend turn by turn")
+        for text, m1 in ((before[len(done):], 0), (upto[len(before):], int(assistant))):
+            piece = renderer.encode(text) if text else []
+            ids += piece
+            mask += [m1] * len(piece)
+        done = upto
+    return TrainRow(row_id, "sft", ids, mask, [0.0] * len(ids)) if any(mask) else None
+
+
+def load_sft_rows(paths: list[str | os.PathLike[str]], tokenizer: str | None = None) -> list[TrainRow]:
+    """Rows from episode records or ``agentboost export`` files (both carry ``segments``), and from
+    text-level episodes (a chat model's, e.g. ``eval``'s baseline), rendered with ``tokenizer``'s
+    chat template (the student's)."""
     rows = []
+    renderer = None
     for path in paths:
         p = Path(path)
         if not p.is_file():
@@ -59,6 +86,19 @@ def load_sft_rows(paths: list[str | os.PathLike[str]]) -> list[TrainRow]:
                 raise SFTDataError(f"{p}:{lineno}: episode schema_version {version!r} is not supported "
                                    f"(expected {SCHEMA_VERSION})")
             try:
+                if ((rec.get("metadata") or {}).get("text_level")):
+                    if renderer is None:
+                        from transformers import AutoTokenizer
+
+                        from ..agents.chat_rendering import ChatRenderer
+
+                        if tokenizer is None:
+                            raise ValueError("a text-level episode needs the student's tokenizer to be rendered")
+                        renderer = ChatRenderer(AutoTokenizer.from_pretrained(tokenizer))
+                    row = text_level_row(rec, renderer, f"{rec.get('episode_id', lineno)}/text")
+                    if row is not None:
+                        rows.append(row)
+                    continue
                 segments = rec["segments"]
                 for k, seg in enumerate(segments):
                     ids, mask = list(seg["input_ids"]), list(seg["loss_mask"])

@@ -64,3 +64,29 @@ def test_sft_bad_input_is_named(tmp_path):
     (tmp_path / "taken").mkdir()
     r = cli("sft", str(empty), "--out", str(tmp_path / "taken"))
     assert r.returncode != 0 and "--overwrite" in r.stderr
+
+
+def test_a_chat_models_text_level_episode_is_an_sft_row_in_the_students_template(tmp_path, smollm2_path):
+    """A chat model's episode (eval's baseline: messages, no tokens) becomes one SFT row rendered with
+    the student's chat template; exactly its assistant turns are under mask 1."""
+    from transformers import AutoTokenizer
+
+    from agentboost.episodes.record import Episode, write_episodes
+    from agentboost.trainer.sft import load_sft_rows
+
+    ep = Episode(episode_id="t1", task_id="t", group_id="t", messages=[
+        {"role": "user", "content": [{"text": "What is 6 * 7?"}]},
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "c1", "name": "calculator",
+                                                       "input": {"expression": "6*7"}}}]},
+        {"role": "user", "content": [{"toolResult": {"toolUseId": "c1", "status": "success", "content": [{"text": "42"}]}}]},
+        {"role": "assistant", "content": [{"text": "The answer is 42."}]}],
+        metadata={"text_level": {"provider": "openai", "model_id": "m", "system_prompt": "Be brief.", "tool_specs": []}})
+    write_episodes(tmp_path / "eps.jsonl", [ep])
+    (row,) = load_sft_rows([tmp_path / "eps.jsonl"], tokenizer=str(smollm2_path))
+    tok = AutoTokenizer.from_pretrained(str(smollm2_path))
+    assert tok.decode(row.input_ids).startswith("<|im_start|>system\nBe brief.")
+    trained = tok.decode([t for t, m in zip(row.input_ids, row.loss_mask) if m])
+    assert "The answer is 42." in trained and '"calculator"' in trained  # the call, in the student's format
+    assert "What is 6 * 7?" not in trained and "42\n</tool_response>" not in trained
+    with pytest.raises(Exception, match="needs the student's tokenizer"):
+        load_sft_rows([tmp_path / "eps.jsonl"])

@@ -117,10 +117,22 @@ class Tau2Conversation:
     # too and a ``done`` tool that ends the episode (agent_stop); answering in text is an agent_error
     solo: bool = False
     policy: tuple | None = None  # (sampler, tokenizer) of the episode's policy, for a user on the policy
+    # the NL_ASSERTION judge: a chat model (agentboost.models.chat spec: provider, model_id, ...)
+    # that tau2_reward asks with tau2's own judge prompt; None: NL_ASSERTION is left out of the basis
+    judge: dict | None = None
+    # "basis": the judge scores NL assertions where the task's reward basis names them (tau2's
+    # score); "all": also on every task that has some (a stricter, non-official metric, named so)
+    nl_assertions: str = "basis"
 
     def __post_init__(self):
         if self.max_steps < 1 or self.max_errors < 1:
             raise Tau2Error(f"max_steps and max_errors must be >= 1, got {self.max_steps} and {self.max_errors}")
+        if self.nl_assertions not in ("basis", "all"):
+            raise Tau2Error(f"nl_assertions must be 'basis' or 'all', got {self.nl_assertions!r}")
+        if self.judge is not None:
+            from ...models.chat import chat_model_spec
+
+            self.judge = chat_model_spec(self.judge, "tau2 judge (env.conversation_options.judge)").as_dict()
         if (self.row.get("initial_state") or {}).get("message_history"):
             raise Tau2Error(f"task {self.row.get('task_id')}: tasks that start with a message history are not "
                             "supported by the conversation driver yet")
@@ -271,6 +283,8 @@ class Tau2Conversation:
             "steps": self.steps(agent) if agent is not None else 0,
             "tool_errors": self.tool_errors(agent) if agent is not None else self.session.tool_errors,
             "user_turns": self._user_turns, "max_steps": self.max_steps, "max_errors": self.max_errors,
+            # the judge's spec (no key: only the name of its variable), for tau2_reward
+            "judge": self.judge, "nl_assertions": self.nl_assertions,
         }
 
 

@@ -16,8 +16,10 @@ the reward is the product of the checks of the task's reward basis.
   ``compare_args``, or all of the call's arguments when it has none, equal).
 - COMMUNICATE: each required string is in some assistant text message (case-insensitive, with the
   message's commas removed).
-- NL_ASSERTION needs an LLM judge. Without one the basis is reduced (the metric is then named for
-  what it measures, e.g. ``tau2_retail_db_comm``, and is not the official score).
+- NL_ASSERTION needs an LLM judge (``NLAssertionJudge``: any chat model through its Strands
+  provider, asked with tau2's own judge prompt, read from the installed package; every assertion
+  must be met). Without one the basis is reduced (the metric is then named for what it measures,
+  e.g. ``tau2_retail_db_comm``, and is not the official score).
 
 An ending other than a user or agent stop scores 0; a task without evaluation criteria scores 1.
 
@@ -29,6 +31,7 @@ message history, if any (as tau2's simulations do)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...reasoning import block_content
 from ...rewards.registry import RewardResult
@@ -111,16 +114,21 @@ def _db_and_assertions(row: dict, messages: list[dict], crit: dict, solo_mode: b
     return db, env
 
 
-def score(row: dict, messages: list[dict], termination: str, judge=None, solo_mode: bool = False) -> Tau2Score:
+def score(row: dict, messages: list[dict], termination: str, judge=None, solo_mode: bool = False,
+          all_nl_assertions: bool = False) -> Tau2Score:
     """Score a trajectory of task ``row`` (a ``data prepare tau2`` row). ``judge`` (a callable
     ``(row, messages) -> float`` in [0, 1]) scores NL_ASSERTION; without it that check is left out
-    of the basis and the score is named as reduced."""
+    of the basis and the score is named as reduced. ``all_nl_assertions`` (with a judge): the
+    task's NL assertions are scored even where its basis does not name them (a stricter metric,
+    named so, not the official score)."""
     domain = row["domain"]
     if termination not in TERMINATION_REASONS:
         raise Tau2Error(f"unknown termination reason {termination!r}; expected one of {', '.join(TERMINATION_REASONS)}")
     crit = row.get("evaluation_criteria")
     full = list((crit or {}).get("reward_basis") or [])
     basis = [b for b in full if b != "NL_ASSERTION" or judge is not None]
+    if judge is not None and all_nl_assertions and (crit or {}).get("nl_assertions") and "NL_ASSERTION" not in basis:
+        basis.append("NL_ASSERTION")
     reduced = basis != full
     name = metric_name(domain, basis, reduced)
     if termination not in STOP_REASONS:
@@ -141,11 +149,85 @@ def score(row: dict, messages: list[dict], termination: str, judge=None, solo_mo
     if "COMMUNICATE" in basis:
         breakdown["COMMUNICATE"] = float(all(communicated(s, messages) for s in crit.get("communicate_info") or []))
     if "NL_ASSERTION" in basis:
-        breakdown["NL_ASSERTION"] = float(judge(row, messages))
+        breakdown["NL_ASSERTION"] = float(judge(row, messages)) if crit.get("nl_assertions") else 1.0
     reward = 1.0
     for v in breakdown.values():
         reward *= v
     return Tau2Score(reward, name, not reduced, basis, breakdown)
+
+
+class NLAssertionJudge:
+    """tau2's NL_ASSERTION judge on any chat model through its Strands provider
+    (``agentboost.models.chat``): tau2's own judge prompt (the installed package's text), the
+    trajectory as tau2 writes it (``role: content`` lines), the assertions; 1.0 when the judge says
+    every assertion is met. ``checks`` keeps each assertion's verdict and reasoning. A reply that is
+    not the JSON tau2 asks for raises (the episode errs, with the reply in its error); an outage
+    propagates (the episode is aborted)."""
+
+    def __init__(self, chat: Any, max_tokens: int = 1024):
+        from ...models.chat import chat_model_spec
+
+        self.chat = chat_model_spec(chat, "tau2 judge")
+        self.max_tokens = max_tokens
+        self.checks: list[dict[str, Any]] = []
+        self.calls = 0
+
+    def prompt(self, row: dict, messages: list[dict]) -> tuple[str, str]:
+        assertions = (row.get("evaluation_criteria") or {}).get("nl_assertions") or []
+        trajectory = "\n".join(f"{m['role']}: {m.get('content')}" for m in messages)
+        return nl_judge_system_prompt(), f"conversation:\n{trajectory}\n\nexpectedOutcomes:\n{assertions}"
+
+    def __call__(self, row: dict, messages: list[dict]) -> float:
+        from strands import Agent
+
+        system, user = self.prompt(row, messages)
+        assertions = (row.get("evaluation_criteria") or {}).get("nl_assertions") or []
+        agent = Agent(model=self.chat.build(temperature=0.0, max_tokens=self.max_tokens, tools=False), system_prompt=system,
+                      callback_handler=None)
+        from strands.types.exceptions import MaxTokensReachedException
+
+        self.calls += 1
+        try:
+            result = agent(user)
+        except MaxTokensReachedException:
+            raise Tau2Error(f"the NL-assertion judge's reply was cut at {self.max_tokens} tokens") from None
+        text = "".join(b.get("text", "") for b in result.message.get("content") or [])
+        results = _judge_results(text)
+        self.checks = [{"assertion": r.get("expectedOutcome"), "met": r.get("metExpectation") is True,
+                        "reasoning": r.get("reasoning")} for r in results]
+        # every assertion graded and met; a judge that skipped one has not said it was met
+        return float(len(self.checks) >= len(assertions) and all(c["met"] for c in self.checks))
+
+
+def _judge_results(text: str) -> list[dict]:
+    import json
+
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        data = json.loads(text[start:end + 1]) if start >= 0 else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list) or \
+            not all(isinstance(r, dict) for r in data["results"]):
+        raise Tau2Error(f"the NL-assertion judge did not answer with tau2's JSON results: {text[:300]!r}")
+    return data["results"]
+
+
+def nl_judge_system_prompt() -> str:
+    """tau2's NL-assertion judge prompt, read from the installed package (a local variable of its
+    evaluator, which imports litellm and so is read, not imported)."""
+    import ast
+    import inspect
+    from pathlib import Path
+
+    import tau2
+
+    src = Path(tau2.__file__).parent / "evaluator" / "evaluator_nl_assertions.py"
+    for node in ast.walk(ast.parse(src.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "system_prompt" for t in node.targets) \
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return inspect.cleandoc(node.value.value)
+    raise Tau2Error(f"the installed tau2 has no NL-assertion judge prompt in {src} (another tau2 version?)")
 
 
 def trajectory_from_strands(messages: list[dict]) -> list[dict]:
@@ -201,8 +283,13 @@ def tau2_reward(task: dict, episode) -> RewardResult:
     traj = trajectory_from_strands(episode.messages)
     if conv.get("solo"):
         traj = solo_stop(traj)
-    s = score(task, traj, termination, solo_mode=bool(conv.get("solo")))
+    judge = NLAssertionJudge(conv["judge"]) if conv.get("judge") else None
+    s = score(task, traj, termination, judge=judge, solo_mode=bool(conv.get("solo")),
+              all_nl_assertions=conv.get("nl_assertions") == "all")
     meta = {"metric": s.metric, "official": s.official, "termination": termination}
+    if judge is not None and judge.calls:
+        meta["nl_assertions"] = judge.checks
+        meta["judge"] = {"model": judge.chat.describe(), "calls": judge.calls}
     if not conv:
         # tau2's protocol has a user simulator (solo mode only in telecom): a run without one is a
         # training proxy, whatever its basis

@@ -11,6 +11,10 @@ or ``###OUT-OF-SCOPE###``).
   roles flipped, rendered with the simulator model's own chat template and sampled from any
   OpenAI-compatible ``/v1/completions`` endpoint that takes token ids (vLLM, ``agentboost serve``),
   or from the policy itself (``url="policy"``).
+- ``chat``: the same LLM user (tau2's system prompt, the roles flipped, tau2's stop tokens) on any
+  chat model through Strands' own providers (``agentboost.models.chat``: a hosted frontier model,
+  as tau2's published runs use, or any OpenAI-compatible chat endpoint). Options: the chat
+  model's spec (``provider``, ``model_id``, ``base_url``, ``api_key_env``, ``params``, ...).
 
 Telecom's user-side tools (dual control) are not driven by these simulators yet: telecom runs in
 tau2's solo mode (``Tau2Conversation(solo=True)``), which needs no user."""
@@ -28,7 +32,7 @@ from .domain import Tau2Error, _tau2
 
 STOP, TRANSFER, OUT_OF_SCOPE = "###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###"
 USER_SIGNALS = {STOP: "stop", TRANSFER: "transfer", OUT_OF_SCOPE: "out_of_scope"}
-USER_KINDS = ("scripted", "completions")
+USER_KINDS = ("scripted", "completions", "chat")
 
 
 def user_signal(text: str) -> str | None:
@@ -185,6 +189,42 @@ class CompletionsUser:
         return split.content.strip()
 
 
+class ChatUser:
+    """tau2's LLM user on a chat model through its Strands provider: tau2's user system prompt, the
+    conversation with the roles flipped (the agent is the simulator's "user"), the reply's text
+    (a reasoning block left out). An outage of the model's service propagates: the episode is
+    ``aborted`` (``models.chat.is_outage``), never scored."""
+    kind = "chat"
+    official = True
+
+    def __init__(self, row: dict, temperature: float = 0.0, max_new_tokens: int = 256, **chat: Any):
+        from ...models.chat import chat_model_spec
+
+        self.chat = chat_model_spec(chat, "tau2 chat user (env.conversation_options.user_options)")
+        self.chat.api_key()  # a missing key is said when the conversation starts, by name
+        self.system = user_system_prompt(row)
+        self.temperature, self.max_new_tokens = temperature, max_new_tokens
+
+    def messages(self, view: UserView) -> list[dict[str, Any]]:
+        """The flipped conversation as Strands messages (the last one is what the simulator answers)."""
+        flip = {"assistant": "user", "user": "assistant"}
+        return [{"role": flip[m["role"]], "content": [{"text": m["content"] or " "}]} for m in view.messages]
+
+    async def reply(self, view: UserView) -> str:
+        from strands import Agent
+        from strands.types.exceptions import MaxTokensReachedException
+
+        msgs = self.messages(view)
+        model = self.chat.build(temperature=self.temperature, max_tokens=self.max_new_tokens, tools=False)
+        agent = Agent(model=model, system_prompt=self.system, messages=msgs[:-1], callback_handler=None)
+        try:
+            await agent.invoke_async(msgs[-1]["content"])
+        except MaxTokensReachedException:
+            pass  # the reply cut at max_new_tokens is what was said (Strands keeps it in the history)
+        last = agent.messages[-1] if agent.messages and agent.messages[-1]["role"] == "assistant" else {}
+        return "".join(b.get("text", "") for b in last.get("content") or []).strip()
+
+
 def make_user(kind: str, row: dict, policy: tuple[Any, Any] | None = None, **options: Any):
     """A user simulator of ``kind`` for the task ``row``; ``policy`` is (sampler, tokenizer) of the
     episode's policy, for ``completions`` with ``url="policy"``."""
@@ -197,4 +237,6 @@ def make_user(kind: str, row: dict, policy: tuple[Any, Any] | None = None, **opt
             options = {k: v for k, v in options.items() if k not in ("url", "tokenizer")}
             return CompletionsUser(row, sampler=policy[0], tokenizer=policy[1], **options)
         return CompletionsUser(row, **options)
+    if kind == "chat":
+        return ChatUser(row, **options)
     raise Tau2Error(f"unknown user simulator {kind!r}; expected one of {', '.join(USER_KINDS)}")
