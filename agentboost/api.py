@@ -152,6 +152,7 @@ class Run:
         import yaml
 
         from .trainer.checkpoint import best_checkpoint
+        from .trainer.metrics import validation_figure
 
         cfg = yaml.safe_load((self.run_dir / "config.yaml").read_text()) if (self.run_dir / "config.yaml").is_file() else {}
         run = (cfg or {}).get("run", {})
@@ -165,6 +166,8 @@ class Run:
         return {"run_dir": str(self.run_dir), "state": "completed" if done else ("running" if steps else "starting"),
                 "step": last.get("step", 0), "total_steps": run.get("steps"), "loss": last.get("loss"),
                 "reward_mean": last.get("reward_mean"), "validation_accuracy": val[-1].get("val_pass@1") if val else None,
+                # what validation_accuracy is: pass@1 from how many tasks x samples, at which temperature
+                "validation": validation_figure(val[-1] if val else None),
                 "budget_used_usd": cost, "budget_limit_usd": run.get("max_cost") or None, "elapsed_s": elapsed,
                 # the checkpoint validation picked (``RUN_DIR:best`` in eval, export-model, serve)
                 "best_checkpoint": best["checkpoint"] if best else None,

@@ -6,6 +6,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..episodes.summary import ci95_text, interval_text
+from ..trainer.metrics import rate_text
 from .common import UsageError, add_command, add_options
 
 
@@ -134,10 +136,13 @@ def cmd_train(args) -> int:
     if "validation" in result:
         first, last = result["validation"]["first"], result["validation"]["last"]
         span = (f"step {first['step']} -> {last['step']}" if first is not last else f"step {last['step']}")
-        pass1 = f"{first['pass@1']:.3f} -> {last['pass@1']:.3f}" if first is not last else f"{last['pass@1']:.3f}"
+        pass1 = (f"{rate_text(first['pass@1'])} -> {rate_text(last['pass@1'])}" if first is not last
+                 else rate_text(last['pass@1']))
         tools = (f"{first['tool_call_rate']:.2f} -> {last['tool_call_rate']:.2f}" if first is not last
                  else f"{last['tool_call_rate']:.2f}")
         print(f"validation ({span}, {last['episodes']} episodes): pass@1 {pass1}, tool-call rate {tools}")
+        if last.get("figure"):  # what the figure is: the same words as Run.status() and the job service
+            print(f"  last validation: {last['figure']}")
     if "best_checkpoint" in result:
         best = result["best_checkpoint"]
         print(f"best checkpoint: {best['checkpoint']} (validation pass@1 {best['value']:.3f}); serve it as "
@@ -206,8 +211,11 @@ def cmd_eval(args) -> int:
                    alpha=args.alpha, workers=args.workers, slots=args.slots, out_dir=args.out,
                    prompt_policy=args.prompt_policy, retries=args.retries, backoff_s=args.retry_backoff)
     d = res["difference"]
-    print(f"{res['tasks']} tasks x {res['samples_per_task']} samples, seed {res['seed']}, "
-          f"temperature {res['sampling']['temperature']:g}")
+    t = res["sampling"]["temperature"]
+    # named as status and the train summary name validation's figure: the two agree only on the same
+    # tasks, samples and temperature
+    print(f"success = pass@1 over {res['tasks']} tasks x {res['samples_per_task']} samples "
+          f"({'greedy' if t == 0 else f'sampled at temperature {t:g}'}), seed {res['seed']}")
     if args.prompt_policy:
         print(f"model's prompt: {res['prompt_policy']}")
     print(f"{'policy':<10} {'success (95% CI)':>17} {'reward':>7} {'tools':>6} {'tool ok':>8} {'malformed':>9} "
@@ -215,15 +223,15 @@ def cmd_eval(args) -> int:
     for name in ("model", "baseline"):
         r = res[name]
         reward = f"{r['mean_reward']:.3f}" if r["mean_reward"] is not None else "-"
-        print(f"{name:<10} {r['success_rate']:>9.3f} ± {r['success_ci95']:.3f} {reward:>7} {r['tool_call_rate']:>6.2f} "
+        ci = ci95_text(r["success_ci95"], r["episodes"])
+        print(f"{name:<10} {rate_text(r['success_rate']):>9} {ci:<10} {reward:>7} {r['tool_call_rate']:>6.2f} "
               f"{r['tool_success_rate']:>8.2f} {r['malformed_tool_call_rate']:>9.2f} {r['mean_turns']:>6.2f}  {r['policy']}")
         if r["aborted"]:
             print(f"{'':<10} {r['aborted']} episodes aborted by the serving side (outages, not failures): left out "
                   f"of every figure; run the same command again to retry them")
     if res["tasks_left_out"]:
         print(f"{res['tasks_left_out']} of {res['tasks']} tasks have no outcome on one side: compared on the others")
-    lo, hi = d["ci95"]
-    print(f"difference {d['mean_difference']:+.3f} (95% CI {lo:+.3f} .. {hi:+.3f}), p = {d['p_value']:.4f} "
+    print(f"difference {d['mean_difference']:+.3f} ({interval_text(d['ci95'], d['tasks'])}), p = {d['p_value']:.4f} "
           f"({d['method']}; {d['differing_tasks']} of {d['tasks']} tasks differ): "
           f"{'significant' if d['significant'] else 'not significant'} at alpha {d['alpha']:g}")
     print(f"written: {Path(args.out) / 'eval.json'}")

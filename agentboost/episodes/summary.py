@@ -38,19 +38,37 @@ def reasoning_metrics(episodes: list[Episode]) -> dict[str, float]:
             "unterminated_reasoning_rate": sum(1 for ep in episodes if ep.unterminated_reasoning) / n}
 
 
-def success_ci95(episodes: list[Episode]) -> float:
+def success_ci95(episodes: list[Episode]) -> float | None:
     """Half-width of the 95% confidence interval of the success rate (normal approximation over
-    episodes, sample standard deviation); NaN below two episodes."""
+    episodes, sample standard deviation); None below two episodes."""
     return mean_ci95([float(ep.succeeded) for ep in episodes])
 
 
-def mean_ci95(xs: list[float]) -> float:
+def mean_ci95(xs: list[float]) -> float | None:
     """Half-width of the 95% confidence interval of a mean (normal approximation, sample standard
-    deviation); NaN below two values. The one interval of a rate: validation, ``eval``, an A/B arm."""
+    deviation); None below two values: there is no interval from one value, and a report says so
+    (``ci95_text``) rather than print ``nan``. The one interval of a rate: validation, ``eval``,
+    an A/B arm."""
     if len(xs) < 2:
-        return float("nan")
+        return None
     m = sum(xs) / len(xs)
     return 1.96 * (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 / len(xs) ** 0.5
+
+
+def ci95_text(half: float | None, n: int, unit: str = "episodes") -> str:
+    """``± 0.123``, or why there is no interval (``no 95% CI from 1 task``): every report prints
+    an interval this way, never ``nan``."""
+    if half is None or half != half:
+        return f"no 95% CI from {n} {unit if n != 1 else unit.rstrip('s')}"
+    return f"± {half:.3f}"
+
+
+def interval_text(ci95: tuple[float, float] | None, n: int, unit: str = "tasks") -> str:
+    """``95% CI -0.100 .. +0.300`` for a difference, or why there is none."""
+    if ci95 is None:
+        return f"no 95% CI from {n} {unit if n != 1 else unit.rstrip('s')}"
+    lo, hi = ci95
+    return f"95% CI {lo:+.3f} .. {hi:+.3f}"
 
 
 def split_metrics(episodes: list[Episode]) -> dict:

@@ -34,6 +34,7 @@ import yaml
 from ..api import GRPOConfig, Run, task_rows
 from ..errors import InputError
 from ..files import atomic_write_text, iter_jsonl
+from ..trainer.metrics import validation_figure
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # always fullmatch: "$" would accept a final newline
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}-[0-9a-f]{8}")
@@ -302,6 +303,8 @@ def guide_status(status: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "estimated_completion": eta,
         # the guide's Phase 5 reads it: RUN_DIR:CHECKPOINT, which `serve`, `eval` and `export-model` take as is
         "best_checkpoint_id": f"{run_dir}:{status['best_checkpoint']}" if status.get("best_checkpoint") else None,
+        # what validation_accuracy / success_rate are (tasks x samples, temperature): as Run.status() says
+        "validation": validation_figure(last_val or None),
     }
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..episodes.summary import interval_text
 from ..files import iter_jsonl
 from ..trainer.evaluation import rate_with_ci, unpaired_comparison
 from .policies import ARMS
@@ -119,9 +120,9 @@ def report_text(r: dict[str, Any]) -> str:
     for metric in ("success", "reward"):
         d = r.get(f"{metric}_difference")
         if d is not None:
-            lo, hi = d["ci95"]
+            n = min(d["n_experiment"], d["n_baseline"])
             lines.append(f"{metric} difference (experiment - baseline) {d['mean_difference']:+.3f} "
-                         f"(95% CI {lo:+.3f} .. {hi:+.3f}), p = {d['p_value']:.4f} ({d['method']}): "
+                         f"({interval_text(d['ci95'], n, 'outcomes')}), p = {d['p_value']:.4f} ({d['method']}): "
                          f"{'significant' if d['significant'] else 'not significant'} at alpha {d['alpha']:g}")
     if "min_effect_reached" in r:
         lines.append(f"minimum effect {r['min_effect']:+.3f}: {'reached' if r['min_effect_reached'] else 'not reached'}")

@@ -27,7 +27,7 @@ import numpy as np
 from ..agents.http_agent import HttpAgentSpec
 from ..agents.strands_process_pool import StrandsProcessPool
 from ..episodes.record import Episode, EpisodeWriter
-from ..episodes.summary import mean_ci95, reasoning_metrics, success_ci95, tool_use_metrics
+from ..episodes.summary import interval_text, mean_ci95, reasoning_metrics, success_ci95, tool_use_metrics
 from ..errors import InputError
 from ..models.chat import chat_model_spec, is_chat_model_spec
 from ..rewards.groups import apply_group_policy
@@ -50,7 +50,7 @@ class PairedResult:
     tasks: int
     differing_tasks: int
     mean_difference: float  # model minus baseline, success rate averaged over tasks
-    ci95: tuple[float, float]
+    ci95: tuple[float, float] | None  # None from one task: no interval (said so in reports, never nan)
     p_value: float
     alpha: float
     significant: bool
@@ -71,7 +71,7 @@ def paired_comparison(model: dict[str, list[float]], baseline: dict[str, list[fl
     tasks = sorted(model)
     d = np.array([np.mean(model[t]) - np.mean(baseline[t]) for t in tasks], dtype=float)
     n, mean = len(d), float(d.mean())
-    half = 1.96 * float(d.std(ddof=1)) / math.sqrt(n) if n > 1 else float("nan")
+    half = 1.96 * float(d.std(ddof=1)) / math.sqrt(n) if n > 1 else None
     nonzero = d[np.abs(d) > 1e-12]
     observed = abs(float(nonzero.sum()))
     if len(nonzero) == 0:
@@ -84,7 +84,8 @@ def paired_comparison(model: dict[str, list[float]], baseline: dict[str, list[fl
         signs = rng.choice((-1.0, 1.0), size=(permutations, len(nonzero)))
         hits = int((np.abs(signs @ nonzero) >= observed - 1e-12).sum())
         p = (hits + 1) / (permutations + 1)
-    return PairedResult(tasks=n, differing_tasks=len(nonzero), mean_difference=mean, ci95=(mean - half, mean + half),
+    return PairedResult(tasks=n, differing_tasks=len(nonzero), mean_difference=mean,
+                        ci95=(mean - half, mean + half) if half is not None else None,
                         p_value=float(p), alpha=alpha, significant=bool(p < alpha))
 
 
@@ -93,7 +94,7 @@ class UnpairedResult:
     n_experiment: int
     n_baseline: int
     mean_difference: float  # experiment minus baseline
-    ci95: tuple[float, float]
+    ci95: tuple[float, float] | None  # None below two outcomes in an arm
     p_value: float
     alpha: float
     significant: bool
@@ -117,7 +118,7 @@ def unpaired_comparison(experiment: list[float], baseline: list[float], alpha: f
     a, b = np.sort(np.asarray(experiment, dtype=float)), np.sort(np.asarray(baseline, dtype=float))
     diff = float(a.mean() - b.mean())
     var = (a.var(ddof=1) / len(a) if len(a) > 1 else 0.0) + (b.var(ddof=1) / len(b) if len(b) > 1 else 0.0)
-    half = 1.96 * math.sqrt(var) if len(a) > 1 and len(b) > 1 else float("nan")
+    half = 1.96 * math.sqrt(var) if len(a) > 1 and len(b) > 1 else None
     pooled = np.concatenate([a, b])
     if np.ptp(pooled) == 0:
         p, method = 1.0, "permutation test of the arm labels (all outcomes equal)"
@@ -135,24 +136,25 @@ def unpaired_comparison(experiment: list[float], baseline: list[float], alpha: f
         z = abs(diff) / math.sqrt(var) if var > 0 else float("inf")
         p, method = math.erfc(z / math.sqrt(2)), "normal approximation (Welch z-test)"
     return UnpairedResult(n_experiment=len(a), n_baseline=len(b), mean_difference=diff,
-                          ci95=(diff - half, diff + half), p_value=float(p), alpha=alpha,
+                          ci95=(diff - half, diff + half) if half is not None else None, p_value=float(p), alpha=alpha,
                           significant=bool(p < alpha), method=method)
 
 
-def rate_with_ci(xs: list[float]) -> tuple[float, float]:
-    """(mean, 95% CI half-width) of outcomes: the same interval as ``eval``'s per-policy one."""
-    return (float(np.mean(xs)) if xs else float("nan")), mean_ci95(list(map(float, xs)))
+def rate_with_ci(xs: list[float]) -> tuple[float | None, float | None]:
+    """(mean, 95% CI half-width) of outcomes: the same interval as ``eval``'s per-policy one; None
+    where there are too few outcomes for the figure (never ``nan``)."""
+    return (float(np.mean(xs)) if xs else None), mean_ci95(list(map(float, xs)))
 
 
 # -- running the two policies ------------------------------------------------------------------
 @dataclass
 class PolicyReport:
     label: str
-    success_rate: float
+    success_rate: float | None  # None when no episode has an outcome (all aborted)
     mean_reward: float | None
     tool_call_rate: float
     episodes: int
-    success_ci95: float = 0.0  # half-width (episodes.summary.success_ci95)
+    success_ci95: float | None = None  # half-width (episodes.summary.success_ci95); None below two episodes
     tool_use: dict[str, float] = field(default_factory=dict)  # tool_use_metrics and reasoning_metrics
     per_task: dict[str, list[float]] = field(default_factory=dict)
     aborted: int = 0  # episodes the serving side aborted (after the retries): in no statistic
@@ -167,7 +169,7 @@ def describe(episodes: list[Episode], label: str) -> PolicyReport:
     for ep in episodes:
         per_task.setdefault(ep.task_id, []).append(float(ep.succeeded))
     rewards = [ep.reward for ep in episodes if ep.reward is not None]
-    p = float(np.mean([ep.succeeded for ep in episodes])) if episodes else float("nan")
+    p = float(np.mean([ep.succeeded for ep in episodes])) if episodes else None  # every one aborted
     tools = {**tool_use_metrics(episodes), **reasoning_metrics(episodes)}
     return PolicyReport(label=label, success_rate=p, mean_reward=float(np.mean(rewards)) if rewards else None,
                         tool_call_rate=tools["tool_call_rate"], episodes=len(episodes),
@@ -410,9 +412,9 @@ def eval_arguments(model, baseline, tasks: list[dict], cfg: TrainConfig, samples
             "setup_sha256": hashlib.sha256(setup.encode()).hexdigest()}
 
 
-def difference_text(model_rate: float, base_rate: float, mean_difference: float, ci95, p_value: float) -> str:
+def difference_text(model_rate: float, base_rate: float, mean_difference: float, ci95, p_value: float,
+                    tasks: int = 0) -> str:
     """One line for a paired comparison, as the run's console gives it (``compare_to_base``, the
     prompt policy's gate): both success rates, the difference with its 95% CI, the p-value."""
-    lo, hi = ci95
     return (f"success {model_rate:.3f} vs {base_rate:.3f}, difference {mean_difference:+.3f} "
-            f"(95% CI {lo:+.3f} .. {hi:+.3f}), p = {p_value:.4f}")
+            f"({interval_text(ci95, tasks)}), p = {p_value:.4f}")

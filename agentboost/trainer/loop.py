@@ -42,7 +42,7 @@ from . import loss as losses
 from .agent_setup import agent_spec, environment
 from .checkpoint import best_checkpoint, latest_name, load_latest_intact, save_checkpoint, write_best
 from .config import TrainConfig
-from .metrics import MetricsLogger
+from .metrics import MetricsLogger, figure_text, rate_text, validation_figure, validation_sample
 from .preflight import preflight
 from .run_dir import prepare_run_dir, saved_config
 
@@ -360,7 +360,7 @@ class Trainer:
         from .evaluation import difference_text
 
         self.log(f"against {cfg.model.path}: " + difference_text(res["model"]["success_rate"],
-                 res["baseline"]["success_rate"], d["mean_difference"], d["ci95"], d["p_value"])
+                 res["baseline"]["success_rate"], d["mean_difference"], d["ci95"], d["p_value"], d["tasks"])
                  + (" (significant)" if d["significant"] else ""))
         return res
 
@@ -533,7 +533,7 @@ class Trainer:
         start) is no checkpoint and never picked; a best step not checkpointed yet gets its
         checkpoint now, so that the best can always be served, and older checkpoints are deleted
         around it, never it."""
-        if self.step == 0 and not self.warm_started:
+        if (self.step == 0 and not self.warm_started) or m["val_pass@1"] is None:  # None: every episode aborted
             return
         value = float(m["val_pass@1"])
         if self.best is not None and value < self.best["value"]:
@@ -554,6 +554,8 @@ class Trainer:
         with EpisodeWriter(self.run_dir / "episodes" / f"val_step_{self.step:06d}.jsonl") as w:
             for ep in episodes:
                 w.write(ep)
+        aborted = sum(ep.aborted for ep in episodes)
+        episodes = [ep for ep in episodes if not ep.aborted]  # an outage is no outcome (counted, left out)
         by_task: dict[str, list[Episode]] = {}
         for ep in episodes:
             by_task.setdefault(ep.task_id, []).append(ep)
@@ -561,17 +563,19 @@ class Trainer:
         pk = [pass_at_k(len(eps), sum(e.succeeded for e in eps), k) for eps in by_task.values()]
         rewards = [ep.reward for ep in episodes if ep.reward is not None]
         m = {"step": self.step, "val_reward_mean": float(np.mean(rewards)) if rewards else None,
-             "val_pass@1": float(np.mean(p1)), f"val_pass@{k}": float(np.mean(pk)),
-             "val_tasks": len(by_task), **{f"val_{name}": v for name, v in tool_use_metrics(episodes).items()},
+             "val_pass@1": float(np.mean(p1)) if p1 else None, f"val_pass@{k}": float(np.mean(pk)) if pk else None,
+             **validation_sample(self.cfg, len(by_task), len(episodes), aborted),
+             **{f"val_{name}": v for name, v in tool_use_metrics(episodes).items()},
              "val_success_ci95": success_ci95(episodes),
              **{f"val_{name}": v for name, v in reasoning_metrics(episodes).items()},
              **{f"val_{name}": v for name, v in split_metrics(episodes).items()}}
         self.metrics.log_validation(m)
         self._pick_best(m)
         self.validations.append({"step": self.step, "pass@1": m["val_pass@1"],
-                                 "tool_call_rate": m["val_tool_call_rate"], "episodes": len(episodes)})
-        self.log(f"validation at step {self.step}: reward {m['val_reward_mean']:.3f}  pass@1 {m['val_pass@1']:.3f} "
-                 f"(95% CI ±{m['val_success_ci95']:.3f})  pass@{k} {m[f'val_pass@{k}']:.3f}  "
+                                 "tool_call_rate": m["val_tool_call_rate"], "episodes": len(episodes),
+                                 "figure": figure_text(validation_figure(m))})
+        self.log(f"validation at step {self.step}: {figure_text(validation_figure(m))}; reward "
+                 f"{rate_text(m['val_reward_mean'])}  pass@{k} {rate_text(m[f'val_pass@{k}'])}  "
                  f"tools {m['val_tool_call_rate']:.2f}")
         return m
 

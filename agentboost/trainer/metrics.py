@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..episodes.summary import ci95_text
 from ..files import iter_jsonl
 
 
@@ -23,6 +24,47 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, float]:
         elif isinstance(v, (int, float)) and not isinstance(v, bool) and v is not None:
             out[prefix + k] = float(v)
     return out
+
+
+def validation_sample(cfg, tasks: int, episodes: int, aborted: int = 0) -> dict[str, Any]:
+    """What a validation's figures are estimated from, logged beside them (``validation.jsonl``), so
+    that every report names its figure the same way (``validation_figure``)."""
+    return {"val_tasks": tasks, "val_samples_per_task": cfg.validation.k, "val_episodes": episodes,
+            "val_aborted": aborted, "val_temperature": cfg.validation.temperature,
+            "val_tasks_file": cfg.data.val_file}
+
+
+def validation_figure(row: dict[str, Any] | None) -> dict[str, Any] | None:
+    """One validation's success figure, named for what it is: pass@1 estimated from
+    ``samples_per_task`` samples on each of ``tasks`` held-out tasks, greedy or sampled at
+    ``temperature``. ``Run.status()``, the job service's status and the train summary give it so;
+    ``agentboost eval`` names its own figure the same way (``tasks x samples, temperature``), and
+    the two agree only on the same tasks, samples and temperature."""
+    if not row:
+        return None
+    t = row.get("val_temperature")
+    return {"name": "validation pass@1", "value": row.get("val_pass@1"), "step": row.get("step"),
+            "tasks": row.get("val_tasks"), "samples_per_task": row.get("val_samples_per_task"),
+            "episodes": row.get("val_episodes"), "aborted": row.get("val_aborted", 0),
+            "temperature": t, "sampling": None if t is None else ("greedy" if t == 0 else "sampled"),
+            "tasks_file": row.get("val_tasks_file"), "ci95": row.get("val_success_ci95")}
+
+
+def rate_text(x: float | None) -> str:
+    return "-" if x is None or x != x else f"{x:.3f}"
+
+
+def figure_text(fig: dict[str, Any] | None) -> str:
+    """``pass@1 0.375 ± 0.171 (8 tasks x 4 samples at temperature 0.7, 32 episodes)``."""
+    if fig is None:
+        return "no validation yet"
+    how = "greedy" if fig["sampling"] == "greedy" else (f"at temperature {fig['temperature']:g}"
+                                                        if fig["temperature"] is not None else "")
+    src = f"{fig['tasks']} tasks x {fig['samples_per_task']} samples {how}".strip() if fig["tasks"] is not None \
+        else "tasks not recorded"
+    aborted = f", {fig['aborted']} aborted left out" if fig.get("aborted") else ""
+    ci = ci95_text(fig["ci95"], fig["episodes"] or 0)
+    return f"pass@1 {rate_text(fig['value'])} {ci} ({src}, {fig['episodes']} episodes{aborted})"
 
 
 class MetricsLogger:

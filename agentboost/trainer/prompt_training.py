@@ -56,7 +56,7 @@ from .agent_setup import agent_spec, environment
 from .checkpoint import newest_intact, write_manifest
 from .config import ConfigError, TrainConfig
 from .evaluation import describe, paired_comparison
-from .metrics import MetricsLogger
+from .metrics import MetricsLogger, figure_text, validation_figure, validation_sample
 from .preflight import preflight
 from .prompt_policy import FILE_NAME, Demonstration, PromptPolicy
 from .run_dir import prepare_run_dir, saved_config
@@ -553,7 +553,7 @@ class PromptTrainer:
                  "from_version": self.policy.version, "change": change, "evidence": evidence,
                  "gate": {"candidate_success": new.success_rate, "current_success": old.success_rate,
                           "candidate_tool_call_rate": new.tool_call_rate, "current_tool_call_rate": old.tool_call_rate,
-                          "mean_difference": test.mean_difference, "ci95": list(test.ci95), "p_value": test.p_value,
+                          "mean_difference": test.mean_difference, "ci95": list(test.ci95) if test.ci95 else None, "p_value": test.p_value,
                           "differing_tasks": test.differing_tasks, "tasks": test.tasks, "samples": p.gate_samples,
                           "alpha": p.gate_alpha, "min_effect": p.gate_min_effect},
                  "accepted": ok, "reason": why}
@@ -566,7 +566,8 @@ class PromptTrainer:
         from .evaluation import difference_text
 
         self.log(f"step {step} {tier} candidate: tools {new.tool_call_rate:.2f} vs {old.tool_call_rate:.2f}, "
-                 + difference_text(new.success_rate, old.success_rate, test.mean_difference, test.ci95, test.p_value)
+                 + difference_text(new.success_rate, old.success_rate, test.mean_difference, test.ci95, test.p_value,
+                                   test.tasks)
                  + f": {'ACCEPTED as v' + str(candidate.version) if ok else 'rejected (' + why + ')'}")
         return ok
 
@@ -585,10 +586,11 @@ class PromptTrainer:
         tools = tool_use_metrics(episodes)
         rewards = [ep.reward for ep in episodes if ep.reward is not None]
         m = {"step": self.step, "val_reward_mean": float(np.mean(rewards)) if rewards else None, "val_pass@1": p1,
-             "val_tasks": len(by_task), "val_success_ci95": success_ci95(episodes),
+             **validation_sample(self.cfg, len(by_task), len(episodes)), "val_success_ci95": success_ci95(episodes),
              "prompt_version": self.policy.version, **{f"val_{n}": v for n, v in tools.items()}}
         summary = {"step": self.step, "pass@1": p1, "tool_call_rate": tools["tool_call_rate"],
                    "episodes": len(episodes), "prompt_version": self.policy.version}
+        summary["figure"] = figure_text(validation_figure(m))
         first = self._first_val_episodes()
         if first is None:
             self._first_val = episodes
@@ -596,13 +598,13 @@ class PromptTrainer:
             test = paired_comparison(describe(episodes, "now").per_task, describe(first, "first").per_task,
                                      alpha=self.cfg.prompt.gate_alpha, seed=self.cfg.run.seed)
             summary["against_first"] = m["val_against_first"] = {
-                "mean_difference": test.mean_difference, "ci95": list(test.ci95), "p_value": test.p_value,
+                "mean_difference": test.mean_difference, "ci95": list(test.ci95) if test.ci95 else None, "p_value": test.p_value,
                 "differing_tasks": test.differing_tasks, "significant": test.significant}
         self.metrics.log_validation(m)
         self.validations.append(summary)
         against = summary.get("against_first")
-        self.log(f"validation at step {self.step} (prompt v{self.policy.version}): pass@1 {p1:.3f} (95% CI "
-                 f"±{m['val_success_ci95']:.3f})  tools {tools['tool_call_rate']:.2f}"
+        self.log(f"validation at step {self.step} (prompt v{self.policy.version}): {summary['figure']}  "
+                 f"tools {tools['tool_call_rate']:.2f}"
                  + (f"  vs step {self.validations[0]['step']}: {against['mean_difference']:+.3f}, "
                     f"p = {against['p_value']:.4f}" if against else ""))
         return m

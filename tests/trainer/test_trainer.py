@@ -5,6 +5,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import time
@@ -19,6 +20,7 @@ from agentboost.trainer import batch as batching
 from agentboost.trainer import loss as losses
 from agentboost.trainer.config import load_config
 from agentboost.trainer.loop import TaskStream, Trainer, pass_at_k
+from agentboost.trainer.metrics import figure_text, validation_figure
 
 SMOKE = str(REPO / "examples/quickstart/smoke.yaml")
 
@@ -127,6 +129,11 @@ def test_smoke_run_updates_the_adapter_and_writes_everything(tmp_path, smollm2_p
     # smoke.yaml validates only at the end: the first and the last validation are that one
     only = {"step": 2, "pass@1": result["validation"]["last"]["pass@1"],
             "tool_call_rate": result["validation"]["last"]["tool_call_rate"], "episodes": 4}
+    # the figure named for what it is, in the words of Run.status() and the job service
+    only["figure"] = figure_text(validation_figure(json.loads((tmp_path / "run" / "validation.jsonl")
+                                                              .read_text().splitlines()[-1])))
+    assert re.fullmatch(r"pass@1 \d\.\d{3} (± \d\.\d{3}|no 95% CI from \d+ episodes?) \(2 tasks x 2 samples at "
+                        r"temperature [\d.]+, 4 episodes\)", only["figure"]), only["figure"]
     # the one validation picks the best checkpoint: the last step's
     best = {"checkpoint": "step_000002", "step": 2, "metric": "val_pass@1", "value": only["pass@1"],
             "ci95": result["best_checkpoint"]["ci95"]}
