@@ -75,6 +75,17 @@ def classify_failure(e: Exception, model: TrainableModel | None) -> tuple[Status
     return Status.ERROR, f"{type(e).__name__}: {e}"
 
 
+async def _play(agent, spec, env: StrandsEnv | None, task: dict[str, Any], conversation, state: dict) -> None:
+    """The agent on the task, within the episode's time limit: one prompt, or the environment's
+    conversation (a simulated user) when it has one."""
+    if conversation is None:
+        prompt = env.first_message(task) if env is not None else task["question"]
+        await asyncio.wait_for(agent.invoke_async(prompt, invocation_state=state), timeout=spec.timeout_s)
+    else:
+        conversation.setup(agent)
+        await asyncio.wait_for(_converse(agent, conversation, state), timeout=spec.timeout_s)
+
+
 async def run_episode(spec: StrandsAgentSpec | HttpAgentSpec, task: dict[str, Any], sampler: Sampler,
                       renderer: ChatRenderer, sampling: SamplingParams, env: StrandsEnv | None = None, group_id: str | None = None,
                       episode_id: str | None = None, always_extend: bool = False,
@@ -112,13 +123,7 @@ async def run_episode(spec: StrandsAgentSpec | HttpAgentSpec, task: dict[str, An
         conversation = env.new_conversation(task, policy=(sampler, renderer.tokenizer)) if env is not None else None
         agent = spec.build(model)
         # tools see the task (e.g. its public tests) and report finer outcomes through this state
-        state = {"task": task, "tool_outcomes": tool_outcomes}
-        if conversation is None:
-            prompt = env.first_message(task) if env is not None else task["question"]
-            await asyncio.wait_for(agent.invoke_async(prompt, invocation_state=state), timeout=spec.timeout_s)
-        else:
-            conversation.setup(agent)
-            await asyncio.wait_for(_converse(agent, conversation, state), timeout=spec.timeout_s)
+        await _play(agent, spec, env, task, conversation, {"task": task, "tool_outcomes": tool_outcomes})
     except asyncio.TimeoutError:
         ep.status, ep.error = Status.TIMEOUT, f"episode exceeded its {spec.timeout_s:g} s limit"
     except Exception as e:  # the user's agent, tools or hooks included: recorded, never lost
@@ -160,13 +165,7 @@ async def run_chat_episode(spec: StrandsAgentSpec, task: dict[str, Any], chat: C
                            max_tokens=spec.max_response_tokens, seed=seed)
         conversation = env.new_conversation(task) if env is not None else None
         agent = spec.build(model)
-        state = {"task": task, "tool_outcomes": tool_outcomes}
-        if conversation is None:
-            prompt = env.first_message(task) if env is not None else task["question"]
-            await asyncio.wait_for(agent.invoke_async(prompt, invocation_state=state), timeout=spec.timeout_s)
-        else:
-            conversation.setup(agent)
-            await asyncio.wait_for(_converse(agent, conversation, state), timeout=spec.timeout_s)
+        await _play(agent, spec, env, task, conversation, {"task": task, "tool_outcomes": tool_outcomes})
     except asyncio.TimeoutError:
         ep.status, ep.error = Status.TIMEOUT, f"episode exceeded its {spec.timeout_s:g} s limit"
     except Exception as e:

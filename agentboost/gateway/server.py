@@ -39,6 +39,7 @@ class Gateway(BackgroundServer):
     (``tool_parser``, ``reasoning``, ``max_model_calls``, ``max_response_tokens``)."""
 
     _thread_name = "agentboost-gateway"
+    _handler_cancellation = True  # a client gone mid-call: the call is cancelled, the episode incomplete
 
     def __init__(self, sampler: Sampler, renderer: ChatRenderer, sampling: SamplingParams,
                  model_name: str = "agentboost-policy", **model_options: Any):
@@ -179,18 +180,6 @@ class Gateway(BackgroundServer):
         return resp
 
     # -- running ----------------------------------------------------------------------------
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        self._runner = web.AppRunner(self.app, access_log=None, handler_cancellation=True)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
-        await site.start()
-        self.url = f"http://{host}:{site._server.sockets[0].getsockname()[1]}"
-        return self.url
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
 
 
     def __enter__(self) -> "Gateway":

@@ -52,13 +52,32 @@ def _parse_request(body: Any) -> tuple[list[int], SamplingParams, dict[str, Any]
 
 
 class BackgroundServer:
-    """An aiohttp server (``start``/``stop``/``url`` of the subclass) run from a background thread
-    with its own event loop, so the caller's loop stays free to run agents, tests or the trainer.
-    The completions server and the gateway both serve this way."""
+    """The subclass's aiohttp ``app`` served on a loopback port (``start``/``stop`` on the caller's
+    event loop, or ``start_in_thread`` from a background thread with its own loop, so the caller's
+    loop stays free to run agents, tests or the trainer). The completions server, the gateway and
+    ``serve``'s router all serve this way."""
 
     _thread_name = "agentboost-server"
+    # a client that goes away cancels its handler: the gateway marks that call's episode incomplete
+    _handler_cancellation = False
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
+    _runner: web.AppRunner | None = None
+    url: str | None = None
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        self._runner = web.AppRunner(self.app, access_log=None, handler_cancellation=self._handler_cancellation)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        bound = site._server.sockets[0].getsockname()[1]  # the real port when port=0
+        self.url = f"http://{host}:{bound}"
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
 
     def start_in_thread(self, host: str = "127.0.0.1", port: int = 0) -> str:
         ready = threading.Event()
@@ -159,21 +178,6 @@ class CompletionsServer(BackgroundServer):
         if self.weight_version is not None:
             out["weight_version"] = self.weight_version
         return web.json_response(out)
-
-    # -- running --------------------------------------------------------------------------
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        self._runner = web.AppRunner(self.app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
-        await site.start()
-        bound = site._server.sockets[0].getsockname()[1]  # the real port when port=0
-        self.url = f"http://{host}:{bound}"
-        return self.url
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
 
 
 

@@ -151,6 +151,7 @@ class Router(BackgroundServer):
     ``experiment`` (an A/B test with ``split``, the experiment's share of sessions)."""
 
     _thread_name = "agentboost-serve"
+    _handler_cancellation = True  # a client gone mid-call stops its generation
 
     def __init__(self, policies: dict[str, ServedPolicy], split: float | None = None, out_dir: str | Path | None = None,
                  token: str | None = None, served_name: str = "agentboost", max_request_bytes: int = 1 << 20,
@@ -378,18 +379,6 @@ class Router(BackgroundServer):
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     # -- running --------------------------------------------------------------------------------
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        self._runner = web.AppRunner(self.app, access_log=None, handler_cancellation=True)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
-        await site.start()
-        self.url = f"http://{host}:{site._server.sockets[0].getsockname()[1]}"
-        return self.url
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
 
     def close(self) -> None:
         self.stop_thread()
