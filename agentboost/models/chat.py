@@ -102,6 +102,22 @@ class ChatModelSpec:
                                       ("seed", seed)) if v is not None}
         return model_cls(**self._provider_kwargs(sampling, tools))
 
+    def ask(self, system: str, prompt: str, max_tokens: int) -> tuple[str | None, dict[str, int]]:
+        """One greedy call without tools (a judge's): the reply's text, None when it was cut at
+        ``max_tokens`` (the caller says whose reply), and its token usage. An outage propagates."""
+        from strands import Agent
+        from strands.types.exceptions import MaxTokensReachedException
+
+        agent = Agent(model=self.build(temperature=0.0, max_tokens=max_tokens, tools=False), system_prompt=system,
+                      callback_handler=None)
+        try:
+            result = agent(prompt)
+        except MaxTokensReachedException:
+            return None, {"input_tokens": 0, "output_tokens": 0}
+        text = "".join(b.get("text", "") for b in result.message.get("content") or [])
+        usage = dict(result.metrics.accumulated_usage or {})
+        return text, {"input_tokens": int(usage.get("inputTokens", 0)), "output_tokens": int(usage.get("outputTokens", 0))}
+
     def _provider_kwargs(self, sampling: dict[str, Any], tools: bool = True) -> dict[str, Any]:
         key = self.api_key()
         params = {**sampling, **self.params}
@@ -183,6 +199,16 @@ def chat_model_spec(value: Any, where: str = "chat model") -> ChatModelSpec:
     return ChatModelSpec(**value).validate(where)
 
 
+def json_object(text: str) -> Any:
+    """The JSON between a reply's first ``{`` and last ``}`` (a model may wrap it in prose or a
+    code fence); None when there is none or it does not parse. The caller checks its shape."""
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        return json.loads(text[start:end + 1]) if start >= 0 else None
+    except ValueError:
+        return None
+
+
 def is_chat_model_spec(value: Any) -> bool:
     """Whether ``value`` (a CLI argument or a config value) describes a chat model rather than a
     policy (an embedded name, a model or run directory): a mapping, or a file or text with
@@ -198,7 +224,7 @@ def is_chat_model_spec(value: Any) -> bool:
             import yaml
 
             d = yaml.safe_load(p.read_text())
-        except Exception:
+        except (yaml.YAMLError, OSError, UnicodeDecodeError):  # not a spec file: another kind of model
             return False
         return isinstance(d, dict) and "provider" in d and "model" not in d
     return False

@@ -14,14 +14,13 @@ trust the judge before training on it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..episodes.record import Episode
 from ..errors import InputError
-from ..models.chat import ChatModelSpec, chat_model_spec
+from ..models.chat import ChatModelSpec, chat_model_spec, json_object
 from .registry import RewardResult
 
 JUDGE_MODES = ("episode", "group")
@@ -102,26 +101,14 @@ def _response_text(episode: Episode) -> str:
 
 def _ask(cfg: JudgeConfig, prompt: str) -> tuple[str, dict[str, int]]:
     """One judge call through the Strands provider: its text and token usage."""
-    from strands import Agent
-    from strands.types.exceptions import MaxTokensReachedException
-
-    agent = Agent(model=cfg.model.build(temperature=0.0, max_tokens=cfg.max_tokens, tools=False),
-                  system_prompt=cfg.system_prompt(), callback_handler=None)
-    try:
-        result = agent(prompt)
-    except MaxTokensReachedException:
-        raise JudgeError(f"the judge's reply was cut at max_tokens={cfg.max_tokens}") from None
-    text = "".join(b.get("text", "") for b in result.message.get("content") or [])
-    usage = dict(result.metrics.accumulated_usage or {})
-    return text, {"input_tokens": int(usage.get("inputTokens", 0)), "output_tokens": int(usage.get("outputTokens", 0))}
+    text, usage = cfg.model.ask(cfg.system_prompt(), prompt, cfg.max_tokens)
+    if text is None:
+        raise JudgeError(f"the judge's reply was cut at max_tokens={cfg.max_tokens}")
+    return text, usage
 
 
 def _json_object(text: str) -> dict[str, Any]:
-    start, end = text.find("{"), text.rfind("}")
-    try:
-        data = json.loads(text[start:end + 1]) if start >= 0 else None
-    except ValueError:
-        data = None
+    data = json_object(text)
     if not isinstance(data, dict):
         raise JudgeError(f"the judge did not reply with a JSON object: {text[:300]!r}")
     return data

@@ -178,20 +178,12 @@ class NLAssertionJudge:
         return nl_judge_system_prompt(), f"conversation:\n{trajectory}\n\nexpectedOutcomes:\n{assertions}"
 
     def __call__(self, row: dict, messages: list[dict]) -> float:
-        from strands import Agent
-
         system, user = self.prompt(row, messages)
         assertions = (row.get("evaluation_criteria") or {}).get("nl_assertions") or []
-        agent = Agent(model=self.chat.build(temperature=0.0, max_tokens=self.max_tokens, tools=False), system_prompt=system,
-                      callback_handler=None)
-        from strands.types.exceptions import MaxTokensReachedException
-
         self.calls += 1
-        try:
-            result = agent(user)
-        except MaxTokensReachedException:
-            raise Tau2Error(f"the NL-assertion judge's reply was cut at {self.max_tokens} tokens") from None
-        text = "".join(b.get("text", "") for b in result.message.get("content") or [])
+        text, _ = self.chat.ask(system, user, self.max_tokens)
+        if text is None:
+            raise Tau2Error(f"the NL-assertion judge's reply was cut at {self.max_tokens} tokens")
         results = _judge_results(text)
         self.checks = [{"assertion": r.get("expectedOutcome"), "met": r.get("metExpectation") is True,
                         "reasoning": r.get("reasoning")} for r in results]
@@ -200,13 +192,9 @@ class NLAssertionJudge:
 
 
 def _judge_results(text: str) -> list[dict]:
-    import json
+    from ...models.chat import json_object
 
-    start, end = text.find("{"), text.rfind("}")
-    try:
-        data = json.loads(text[start:end + 1]) if start >= 0 else None
-    except ValueError:
-        data = None
+    data = json_object(text)
     if not isinstance(data, dict) or not isinstance(data.get("results"), list) or \
             not all(isinstance(r, dict) for r in data["results"]):
         raise Tau2Error(f"the NL-assertion judge did not answer with tau2's JSON results: {text[:300]!r}")
