@@ -36,8 +36,9 @@ setup(
         "prometheus-client>=0.17",  # training metrics for Prometheus (job service, run.prometheus_port)
         "websockets>=12",  # the GRPO guide's live-update client (examples/guide, its tests); the service uses aiohttp's
     ],
+    # pytest-xdist: the suite runs on two workers (README; tests/conftest.py keeps them from oversubscribing the cores);
     # openai: the gateway's tests and examples drive it with the stock client (the gateway itself needs only aiohttp);
     # langchain-openai: the gateway's third framework example (examples/gateway/langchain_agent.py) and its test
-    extras_require={"test": ["pytest>=8", "hypothesis>=6.100", "openai>=1.0", "langchain-openai>=1.7"]},
+    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.6", "hypothesis>=6.100", "openai>=1.0", "langchain-openai>=1.7"]},
     entry_points={"console_scripts": ["agentboost=agentboost.cli:main"]},
 )

@@ -4,7 +4,19 @@ what each folder covers and how to run a part of the suite."""
 
 import os
 
-import pytest
+# Under pytest-xdist (`-n 2`, the README's test command) two tests run at once on a 2-core machine:
+# torch's (and the subprocesses') OpenMP pools of one thread each, so two workers never
+# oversubscribe the cores, where spinning thread pools run many times slower. Set before anything
+# imports torch; the subprocesses the tests start inherit it. A value already set wins.
+# The vLLM CPU server binds its OpenMP threads to every core by default: each worker's servers are
+# bound to a core of their own instead (gw0 to core 0, gw1 to core 1, ...).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    _worker = int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw") or 0)
+    _cores = sorted(os.sched_getaffinity(0))
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(_cores[_worker % len(_cores)]))
+
+import pytest  # noqa: E402
 from helpers import CHAT_KEY, CHAT_KEY_ENV, QWEN3_DIR
 
 

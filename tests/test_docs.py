@@ -6,6 +6,7 @@ first line; those are listed, never silently passed over."""
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -44,8 +45,31 @@ def test_every_page_is_in_the_readme_index():
 def test_every_command_in_docs_runs(page, tmp_path):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     for command in commands(page):
-        r = subprocess.run(["bash", "-e", "-c", command], cwd=REPO, env=env, capture_output=True, text=True,
-                           timeout=900)
+        r = _run_block(command, env)
         assert r.returncode == 0, (page.name, command, r.stderr[-3000:])
         out = r.stdout + r.stderr
         assert "Traceback (most recent call last)" not in out and not re.search(r"^ERROR", out, re.M), (command, out[-3000:])
+
+
+def _run_block(command: str, env: dict) -> subprocess.CompletedProcess:
+    """One block in a session of its own: a block that runs past its time, or leaves a background
+    job behind (a server started with ``&``), has its whole process group ended, so nothing it
+    started outlives the test (a killed bash does not take its background jobs with it)."""
+    proc = subprocess.Popen(["bash", "-e", "-c", command], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        _end_group(proc.pid)
+        proc.communicate()
+        raise
+    finally:
+        _end_group(proc.pid)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _end_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
