@@ -198,3 +198,39 @@ def test_rate_limit_is_per_user_then_session_then_address(smollm2_tok):
     limiter = RateLimiter(1.0, burst=1, max_keys=2)
     assert limiter.allow("a") and not limiter.allow("a") and limiter.allow("b") and limiter.allow("c")
     assert list(limiter._buckets) == ["b", "c"] and limiter.allow("a")  # the least recently seen key was dropped
+
+
+def test_arms_change_live_on_a_reconfigurable_router(tmp_path, smollm2_tok):
+    loaded = []
+
+    def loader(arms, current):  # as build_router's: a serving policy of the same spec is reused
+        have = {p.spec: p for p in current.values()}
+        for spec in arms.values():
+            if spec not in have:
+                have[spec] = arm(spec, smollm2_tok, f"I am {spec}.")
+                loaded.append(spec)
+        return {name: have[spec] for name, spec in arms.items()}
+
+    with pytest.raises(ServeInputError, match="needs a bearer token"):
+        Router({"policy": arm("v1", smollm2_tok, "I am v1.")}, loader=loader)
+    with Router({"policy": arm("v1", smollm2_tok, "I am v1.")}, out_dir=tmp_path, token=TOKEN, loader=loader) as r:
+        assert chat(r.url, "old") == (200, None)
+        status, _, body = post(r.url + "/v1/admin/arms", {"arms": {"baseline": "v1", "experiment": "v2"}, "split": 1.0,
+                                                          "by": "test"})
+        assert status == 200 and json.loads(body)["changed"] == "arms" and loaded == ["v2"]
+        status, headers, body = post(r.url + "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]},
+                                     headers={"X-Agentboost-Session": "new"})
+        assert headers["X-Agentboost-Arm"] == "experiment" and "I am v2." in body
+        status, _, body = post(r.url + "/v1/admin/arms", {"arms": {"baseline": "v1", "experiment": "v2"}, "split": 0.0})
+        assert status == 200 and json.loads(body)["changed"] == "split" and loaded == ["v2"]
+        assert chat(r.url, "newer")[1] == "baseline" and chat(r.url, "new")[1] == "experiment"
+        for bad, reason in [({"arms": {"a": "x", "b": "y"}}, "baseline and experiment"), ({"arms": ["x"]}, "'arms' must"),
+                            ({"arms": {"policy": "v1"}, "split": 3}, "split must be in")]:
+            status, _, body = post(r.url + "/v1/admin/arms", bad)
+            assert status == 400 and reason in body, body
+    events = [json.loads(line) for line in (tmp_path / "ab.jsonl").read_text().splitlines()]
+    assert [(e["event"], e.get("by")) for e in events if e["event"] in ("config", "split")] == [
+        ("config", None), ("config", "test"), ("split", "127.0.0.1")]
+    assert ab_report(tmp_path / "ab.jsonl")["sessions"] == 2  # the new test: "old" was the plain server's
+    with Router({"policy": arm("v1", smollm2_tok, "x")}, token=TOKEN) as r:
+        assert post(r.url + "/v1/admin/arms", {"arms": {"policy": "v2"}})[0] == 403
