@@ -59,7 +59,8 @@ class Deployments:
         self.host = host
         self.root = store.root / "deployments"
         self._procs: dict[tuple[str, str], subprocess.Popen] = {}
-        self._lock = threading.Lock()  # one change at a time: each may start a process or load a model
+        # one change at a time (each may start a process or load a model), read and made under one hold
+        self._lock = threading.RLock()
 
     # -- records --------------------------------------------------------------------------------
     def _dir(self, agent_id: Any, environment: Any) -> Path:
@@ -131,6 +132,12 @@ class Deployments:
         deployed there now (its baseline, if that is already an A/B test); ``experiment_checkpoint``
         None: the experiment of the A/B test running there; ``agent_id`` None: the name of the job
         the experiment comes from. The same arms with another split change the split live."""
+        with self._lock:
+            return self._configure_ab(agent_id, baseline_checkpoint, experiment_checkpoint, traffic_split,
+                                      environment, engine)
+
+    def _configure_ab(self, agent_id: Any, baseline_checkpoint: Any, experiment_checkpoint: Any, traffic_split: Any,
+                      environment: Any, engine: str | None) -> dict[str, Any]:
         from ..serving.router import check_split
 
         split = check_split(traffic_split)
@@ -146,6 +153,9 @@ class Deployments:
         rec = self._record(d)
         serving = rec if self._alive(rec) else None
         where = f"agent {agent_id!r} in {environment!r}"
+        if rec is not None and serving is None and None in (baseline_checkpoint, experiment_checkpoint):
+            raise JobError(f"the deployment of {where} is {self._status(d, rec)['state']}: deploy_checkpoint again, "
+                           "or give both checkpoints")
         if experiment_checkpoint is None:
             if serving is None or "experiment" not in serving["arms"]:
                 raise JobError(f"no A/B test runs for {where}: give experiment_checkpoint")
@@ -162,6 +172,10 @@ class Deployments:
 
     def _apply(self, d: Path, agent_id: str, environment: str, arms: dict[str, str], split: float | None,
                engine: str | None, by: str) -> dict[str, Any]:
+        from ..sampling.policy_server import ENGINES
+
+        if engine is not None and engine not in ENGINES:
+            raise JobError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         with self._lock:
             rec = self._record(d)
             if rec is not None and self._alive(rec) and engine in (None, rec["engine"]):
