@@ -490,11 +490,18 @@ class Router(BackgroundServer):
                 check_split(body["split"])
             async with self._reconfiguring:
                 if arms == {n: p.spec for n, p in self.policies.items()}:
-                    if self.ab and body.get("split") is not None and float(body["split"]) != self.split:
+                    changed = self.ab and body.get("split") is not None and float(body["split"]) != self.split
+                    if changed:
                         self.set_split(body["split"], by=by)
-                    return web.json_response({"changed": "split" if self.ab else None, **self._state()})
+                    return web.json_response({"changed": "split" if changed else None, **self._state()})
                 old = self.policies
-                new = await loop.run_in_executor(None, self.loader, arms, old)
+                try:
+                    new = await loop.run_in_executor(None, self.loader, arms, old)
+                except InputError:
+                    raise
+                except Exception as e:  # the old arms keep serving; the caller learns why in one line
+                    log.exception("loading the arms %s failed", arms)
+                    return _error(500, f"loading the arms failed ({type(e).__name__}: {e}); the old arms still serve")
                 self.install(new, body.get("split"), by=by)
             kept = {id(p) for p in new.values()}
             for p in {id(p): p for p in old.values()}.values():
