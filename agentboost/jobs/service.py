@@ -107,7 +107,7 @@ def make_app(store: JobStore, allow_private_webhooks: bool = False) -> web.Appli
                 raise InputError(f"{key} must be a list of task rows, got {type(b[key]).__name__}")
         job_id = await blocking(store.start, b.get("name"), config, b.get("training_data") or [],
                                 b.get("evaluation_data"), b.get("reward"), b.get("agent"), b.get("metadata"))
-        return web.json_response({"job_id": job_id, **await blocking(store.status, job_id)}, status=201)
+        return web.json_response({"job_id": job_id, **await blocking(job_status, job_id)}, status=201)
 
     deployments = Deployments(store)
 
