@@ -184,7 +184,7 @@ class Deployments:
                 self._save(d, rec, {"event": by, "arms": arms, "split": answer["split"], "changed": answer["changed"]})
                 return self.status(agent_id, environment)
             if rec is not None:
-                self._stop(d, rec, by)  # another engine: a process of its own
+                self._stop(d, rec, by)  # it died, or another engine was asked for: a process of its own
             port = rec["port"] if rec is not None else _free_port(self.host)
             rec = {"agent_id": agent_id, "environment": environment, "port": port,
                    "base_url": f"http://{self.host}:{port}/v1", "engine": engine or "hf"}
