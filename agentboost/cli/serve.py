@@ -34,7 +34,12 @@ def add_serve(sub) -> None:
     p.add_argument("--token", help="bearer token the clients must send (default: $AGENTBOOST_SERVE_TOKEN; "
                                    "required off loopback)")
     p.add_argument("--max-request-bytes", type=int, default=1 << 20, help="larger requests get 413 (default: 1 MiB)")
-    p.add_argument("--rate-limit", type=float, default=0.0, help="requests per second per client address (0: none)")
+    p.add_argument("--rate-limit", type=float, default=0.0,
+                   help="requests per second per user (the request's user), else per session, else per client "
+                        "address (0: none)")
+    p.add_argument("--reconfigurable", action="store_true",
+                   help="let token holders change the arms live (POST /v1/admin/arms: the job service's "
+                        "deployments); needs --token")
     p.add_argument("--served-name", default="agentboost", help="the model name /v1/models gives (default: agentboost)")
     p.add_argument("--model", help="token-level mode: serve this model behind /v1/completions")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
@@ -93,7 +98,7 @@ def cmd_serve(args) -> int:
     router = build_router(arms, engine=args.engine, config=args.config, overrides=overrides,
                           max_batch_size=args.max_batch_size, split=args.split, out_dir=args.out, token=token,
                           served_name=args.served_name, max_request_bytes=args.max_request_bytes,
-                          rate_limit=args.rate_limit, min_effect=args.min_effect)
+                          rate_limit=args.rate_limit, min_effect=args.min_effect, reconfigurable=args.reconfigurable)
     try:
         url = router.start_in_thread(args.host, args.port)
         what = (f"A/B test, experiment share {router.split:g}, events in {router.events.path}" if router.ab

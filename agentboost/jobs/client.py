@@ -13,6 +13,7 @@ import dataclasses
 import json
 import math
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,10 @@ def _job_id(job: str | dict[str, Any]) -> str:
             raise InputError(f"a job is its id or the dict start_training returned (with 'job_id'); got keys {sorted(job)}")
         return job["job_id"]
     return job
+
+
+def _deployment_path(agent_id: str, environment: str) -> str:
+    return f"/deployments/{urllib.parse.quote(str(agent_id), safe='')}/{urllib.parse.quote(str(environment), safe='')}"
 
 
 def _nan_for_null(answer: dict[str, Any]) -> dict[str, Any]:
@@ -140,3 +145,35 @@ class TrainingClient:
         file's path, the count (``episodes``) and the records (``trajectories``)."""
         return self._call("POST", f"/jobs/{_job_id(job_id)}/export", {"name": name, "success_only": success_only,
                                                                        "min_reward": min_reward, "limit": limit})
+
+    def deploy_checkpoint(self, agent_id: str, checkpoint_id: str, environment: str = "production",
+                          engine: str | None = None) -> dict[str, Any]:
+        """Serve ``checkpoint_id`` (a status's ``best_checkpoint_id``, ``JOB_ID[:CHECKPOINT]`` or an
+        embedded model name) to ``agent_id``'s agents in ``environment``, alone; the answer is the
+        deployment's status, with ``base_url`` (the OpenAI-compatible API; the API key is this
+        client's). ``engine``: hf (default) or vllm."""
+        return self._call("POST", "/deployments", {"agent_id": agent_id, "checkpoint_id": checkpoint_id,
+                                                   "environment": environment, "engine": engine})
+
+    def configure_ab_test(self, agent_id: str | None = None, baseline_checkpoint: str | None = None,
+                          experiment_checkpoint: str | None = None, traffic_split: float = 0.1,
+                          environment: str = "production", engine: str | None = None) -> dict[str, Any]:
+        """An A/B test in ``environment``: ``traffic_split`` of the sessions to
+        ``experiment_checkpoint``, the rest to ``baseline_checkpoint`` (None: what is deployed
+        there now). Called again with the same checkpoints and another split, it changes the split
+        live (logged); ``experiment_checkpoint`` None keeps the running test's. ``agent_id`` None:
+        the name of the job the experiment comes from."""
+        return self._call("POST", "/deployments/ab", {
+            "agent_id": agent_id, "baseline_checkpoint": baseline_checkpoint,
+            "experiment_checkpoint": experiment_checkpoint, "traffic_split": traffic_split,
+            "environment": environment, "engine": engine})
+
+    def get_deployment(self, agent_id: str, environment: str = "production") -> dict[str, Any]:
+        """The deployment's state, base URL, arms and split, and an A/B test's report (``ab report``'s)."""
+        return self._call("GET", _deployment_path(agent_id, environment))
+
+    def list_deployments(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/deployments")["deployments"]
+
+    def stop_deployment(self, agent_id: str, environment: str = "production") -> dict[str, Any]:
+        return self._call("DELETE", _deployment_path(agent_id, environment))

@@ -28,6 +28,17 @@ in state ``queued``, oldest first. Every input error is a 4xx with a one-line re
     POST /webhooks                {"url", "events"?, "secret"?}: deliveries of job events (see jobs/events.py)
     GET  /webhooks, DELETE /webhooks/{id}
     GET  /metrics                 Prometheus metrics of every job (trainer/prometheus.py)
+    POST /deployments             {"agent_id", "checkpoint_id", "environment"?, "engine"?}: serve a checkpoint
+                                  (the guide's deploy_checkpoint; jobs/deployments.py)
+    POST /deployments/ab          {"agent_id"?, "baseline_checkpoint"?, "experiment_checkpoint"?, "traffic_split"?,
+                                   "environment"?, "engine"?}: an A/B test there, or its new split (configure_ab_test)
+    GET  /deployments             every deployment: state, base URL, arms, split
+    GET  /deployments/{agent_id}/{environment}     one, with its A/B report
+    DELETE /deployments/{agent_id}/{environment}   stop it
+
+Deployments are served by processes the service owns, at their own loopback ports, with the same
+bearer token; they stop with the service. A job's status lists the running ones that serve its
+checkpoints (``deployments``).
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from aiohttp import web
 
 from ..errors import InputError
 from ..trainer.prometheus import RunRef, registry_for
+from .deployments import Deployments
 from .events import TERMINAL, UnknownSubscription, Webhooks, job_events
 from .store import JobStore, UnknownJob
 
@@ -95,13 +107,40 @@ def make_app(store: JobStore, allow_private_webhooks: bool = False) -> web.Appli
                 raise InputError(f"{key} must be a list of task rows, got {type(b[key]).__name__}")
         job_id = await blocking(store.start, b.get("name"), config, b.get("training_data") or [],
                                 b.get("evaluation_data"), b.get("reward"), b.get("agent"), b.get("metadata"))
-        return web.json_response({"job_id": job_id, **await blocking(store.status, job_id)}, status=201)
+        return web.json_response({"job_id": job_id, **await blocking(job_status, job_id)}, status=201)
+
+    deployments = Deployments(store)
+
+    def job_status(job_id: str) -> dict[str, Any]:
+        return {**store.status(job_id), "deployments": deployments.of_job(job_id)}
 
     async def list_jobs(request: web.Request) -> web.Response:
-        return web.json_response({"jobs": await blocking(store.list)})
+        return web.json_response({"jobs": await blocking(lambda: [job_status(j["job_id"]) for j in store.list()])})
 
     async def status(request: web.Request) -> web.Response:
-        return web.json_response(await blocking(store.status, request.match_info["job_id"]))
+        return web.json_response(await blocking(job_status, request.match_info["job_id"]))
+
+    async def deploy(request: web.Request) -> web.Response:
+        b = await body(request)
+        return web.json_response(await blocking(deployments.deploy, b.get("agent_id"), b.get("checkpoint_id"),
+                                                b.get("environment", "production"), b.get("engine")))
+
+    async def configure_ab(request: web.Request) -> web.Response:
+        b = await body(request)
+        return web.json_response(await blocking(
+            deployments.configure_ab, b.get("agent_id"), b.get("baseline_checkpoint"), b.get("experiment_checkpoint"),
+            b.get("traffic_split", 0.1), b.get("environment", "production"), b.get("engine")))
+
+    async def list_deployments(request: web.Request) -> web.Response:
+        return web.json_response({"deployments": await blocking(deployments.list)})
+
+    async def deployment(request: web.Request) -> web.Response:
+        m = request.match_info
+        return web.json_response(await blocking(deployments.status, m["agent_id"], m["environment"], report=True))
+
+    async def stop_deployment(request: web.Request) -> web.Response:
+        m = request.match_info
+        return web.json_response(await blocking(deployments.stop, m["agent_id"], m["environment"]))
 
     async def cancel(request: web.Request) -> web.Response:
         return web.json_response(await blocking(store.cancel, request.match_info["job_id"]))
@@ -200,12 +239,15 @@ def make_app(store: JobStore, allow_private_webhooks: bool = False) -> web.Appli
             await asyncio.sleep(1.0)
 
     async def start_deliveries(app: web.Application) -> None:
+        # a deployment a service before this one left running (it died) is no longer owned: stopped
+        await blocking(deployments.stop_all, "a new job service started")
         app[DELIVERIES] = asyncio.get_running_loop().create_task(hooks.run())
         app[QUEUE] = asyncio.get_running_loop().create_task(start_queued())
 
     async def stop_deliveries(app: web.Application) -> None:
         app[DELIVERIES].cancel()
         app[QUEUE].cancel()
+        await blocking(deployments.stop_all)  # deployments stop with the service
 
     app = web.Application(middlewares=[auth], client_max_size=MAX_REQUEST_BYTES)
     app.on_startup.append(start_deliveries)
@@ -222,6 +264,11 @@ def make_app(store: JobStore, allow_private_webhooks: bool = False) -> web.Appli
     app.router.add_post("/jobs/{job_id}/cancel", cancel)
     app.router.add_post("/jobs/{job_id}/evaluate", evaluate)
     app.router.add_post("/jobs/{job_id}/export", export)
+    app.router.add_post("/deployments", deploy)
+    app.router.add_post("/deployments/ab", configure_ab)
+    app.router.add_get("/deployments", list_deployments)
+    app.router.add_get("/deployments/{agent_id}/{environment}", deployment)
+    app.router.add_delete("/deployments/{agent_id}/{environment}", stop_deployment)
     return app
 
 

@@ -7,6 +7,8 @@ intervals. The difference experiment minus baseline, its interval and p-value co
 statistics module). The minimum effect declared when the test started (``serve --min-effect``) is
 reached when the difference is significant and at least that large. The split is reported as
 observed, overall and for each split setting in force (a live change starts a new phase).
+A log holds every test served from its directory: the report is of the newest (from its last
+``config`` event; a restart of the same test writes ``restart`` and goes on counting).
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ def _quantile(xs: list[float], q: float) -> float | None:
 
 def ab_report(events: str | Path | list[dict[str, Any]], alpha: float = 0.05, seed: int = 0) -> dict[str, Any]:
     rows = list(events) if isinstance(events, list) else [r for _, r in iter_jsonl(events, growing=True)]
-    configs = [r for r in rows if r.get("event") == "config"]
-    config = configs[-1] if configs else {}
+    starts = [i for i, r in enumerate(rows) if r.get("event") == "config"]
+    rows = rows[starts[-1]:] if starts else rows  # new arms are a new test; a restart of the same test is no config
+    config = rows[0] if starts else {}
     arms = list(config.get("arms") or ARMS)
     phases: list[dict[str, Any]] = [{"split": config.get("split"), "sessions": 0, "experiment": 0}]
     session_arm: dict[str, str] = {}

@@ -2,7 +2,9 @@
 
 Routes: ``POST /v1/chat/completions`` (streaming and not, tools, parallel tool calls), ``GET
 /v1/models``, ``POST /v1/feedback`` (a session's outcome), ``GET /v1/ab`` (the configuration and the
-live report), ``POST /v1/ab/split`` (a new split, logged), ``GET /metrics`` (Prometheus, per arm).
+live report), ``POST /v1/ab/split`` (a new split, logged), ``GET /metrics`` (Prometheus, per arm),
+and on a reconfigurable router (``serve --reconfigurable``, what the job service's deployments run)
+``POST /v1/admin/arms`` (new arms, loaded while the old ones keep serving, or a new split).
 
 Requests and answers are translated by the gateway's own functions (``gateway/openai_messages.py``)
 and each session keeps the gateway's per-session trainable-model state (``gateway/session.py``), so
@@ -20,8 +22,14 @@ few hundred sessions, where independent coin flips wander by two standard errors
 200 sessions and a 30% split); the draws are still spread evenly over [0, 1) in any stretch of
 arrivals, so neither arm gets the early or the late traffic.
 
+Assignments outlive the process: they are in the event log, and a router started again on the same
+log with the same arms takes them back (and the salt, the draw count and the split in force), so a
+session or user stays on its arm across a restart. New arms are a new test: a new ``config`` event,
+from which ``ab report`` counts.
+
 Safe by default: loopback unless told otherwise, a bearer token (required off loopback), a
-request size limit (413), a per-client rate limit (429) and per-arm error counts.
+request size limit (413), a rate limit (429) per user (the request's ``user``), else per session
+(the session header), else per client address, and per-arm error counts.
 """
 
 from __future__ import annotations
@@ -77,20 +85,26 @@ def draw(salt: str, n: int) -> float:
 
 
 class RateLimiter:
-    """A token bucket per client: ``rate`` requests a second on average, bursts of ``burst``."""
+    """A token bucket per client key: ``rate`` requests a second on average, bursts of ``burst``.
+    Keys are the router's (user, session or address): the ``max_keys`` least recently seen are
+    kept, so that many distinct keys cannot grow the table without bound (a forgotten key starts
+    again with a full bucket, as a new one does)."""
 
-    def __init__(self, rate: float, burst: int | None = None):
+    def __init__(self, rate: float, burst: int | None = None, max_keys: int = 100_000):
         self.rate, self.burst = rate, float(burst or max(1, int(rate * 2)))
-        self._buckets: dict[str, tuple[float, float]] = {}
+        self.max_keys = max_keys
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
 
     def allow(self, client: str) -> bool:
         if self.rate <= 0:
             return True
         now = time.monotonic()
-        tokens, last = self._buckets.get(client, (self.burst, now))
+        tokens, last = self._buckets.pop(client, (self.burst, now))
         tokens = min(self.burst, tokens + (now - last) * self.rate)
         ok = tokens >= 1.0
         self._buckets[client] = (tokens - 1.0 if ok else tokens, now)
+        while len(self._buckets) > self.max_keys:
+            self._buckets.popitem(last=False)
         return ok
 
 
@@ -146,6 +160,39 @@ class EventLog:
             self._f = None
 
 
+def check_arms(names: Any) -> bool:
+    """One policy (any name) or the two arms of an A/B test; True for an A/B test."""
+    names = sorted(names)
+    if len(names) == 2 and names != sorted(ARMS):
+        raise ServeInputError(f"an A/B test has two arms named baseline and experiment, got {names}")
+    if len(names) not in (1, 2):
+        raise ServeInputError(f"serve one policy or two arms, got {len(names)}")
+    return len(names) == 2
+
+
+def earlier_test(path: Path | None, specs: dict[str, str]) -> dict[str, Any] | None:
+    """What an earlier start of the same test left in the event log at ``path``: the salt, the
+    minimum effect, the split in force and the assignments, if the log's newest test has the arms
+    ``specs`` (name -> spec); else None (no log, or another test)."""
+    if path is None or not path.is_file():
+        return None
+    from ..files import iter_jsonl
+
+    test: dict[str, Any] | None = None
+    for _, r in iter_jsonl(path, growing=True):
+        kind = r.get("event")
+        if kind == "config":
+            test = {"specs": {n: a.get("spec") for n, a in (r.get("arms") or {}).items()}, "salt": r.get("salt"),
+                    "split": r.get("split"), "min_effect": r.get("min_effect"), "assign": []}
+        elif test is None:
+            continue
+        elif kind == "split":
+            test["split"] = r["to"]
+        elif kind == "assign":
+            test["assign"].append(r)
+    return test if test is not None and test["specs"] == specs else None
+
+
 class Router(BackgroundServer):
     """``policies``: one ``ServedPolicy`` (plain serving) or two named ``baseline`` and
     ``experiment`` (an A/B test with ``split``, the experiment's share of sessions)."""
@@ -156,20 +203,28 @@ class Router(BackgroundServer):
     def __init__(self, policies: dict[str, ServedPolicy], split: float | None = None, out_dir: str | Path | None = None,
                  token: str | None = None, served_name: str = "agentboost", max_request_bytes: int = 1 << 20,
                  rate_limit: float = 0.0, max_sessions: int = 10_000, min_effect: float | None = None,
-                 salt: str | None = None):
-        if len(policies) == 2 and set(policies) != set(ARMS):
-            raise ServeInputError(f"an A/B test has two arms named baseline and experiment, got {sorted(policies)}")
-        if len(policies) not in (1, 2):
-            raise ServeInputError(f"serve one policy or two arms, got {len(policies)}")
+                 salt: str | None = None, loader: Any = None):
+        """``loader``: ``(arms {name: spec}, current policies) -> policies`` (``build_router``'s,
+        which reuses a loaded policy of the same spec); given, ``POST /v1/admin/arms`` changes the
+        arms while serving (a token is then required: who may call it loads models here)."""
+        self.ab = check_arms(policies)
+        if loader is not None and not token:
+            raise ServeInputError("a reconfigurable server needs a bearer token: its callers load models")
         self.policies = policies
-        self.ab = len(policies) == 2
+        self.loader = loader
+        self._reconfiguring = asyncio.Lock()
+        self.events = EventLog(Path(out_dir) / EVENTS if out_dir is not None else None)
+        before = earlier_test(self.events.path, {n: p.spec for n, p in policies.items()})
+        if before is not None:  # the same test started again: its assignments, draws and split go on
+            salt, min_effect = salt or before["salt"], min_effect if min_effect is not None else before["min_effect"]
+            if split is None:
+                split = before["split"]
         self.split = check_split(split if split is not None else (0.5 if self.ab else 1.0))
         self.token = token or None
         self.served_name = served_name
         self.salt = salt or uuid.uuid4().hex  # recorded: the same salt reproduces every assignment
         self.max_sessions = max_sessions
         self.min_effect = min_effect
-        self.events = EventLog(Path(out_dir) / EVENTS if out_dir is not None else None)
         self.metrics = Metrics()
         self.metrics.split.set(self.split)
         self.limiter = RateLimiter(rate_limit)
@@ -183,11 +238,26 @@ class Router(BackgroundServer):
         self.app.router.add_get("/v1/ab", self._ab)
         self.app.router.add_post("/v1/ab/split", self._set_split)
         self.app.router.add_get("/metrics", self._metrics)
+        self.app.router.add_post("/v1/admin/arms", self._set_arms)
         self.url: str | None = None
         self._runner: web.AppRunner | None = None
+        if before is None:
+            self._write_config()
+            return
+        for a in before["assign"]:
+            self._session_arm[a["session"]] = a["arm"]
+            self._assigned.setdefault(f"user:{a['user']}" if a.get("user") else f"session:{a['session']}", a["arm"])
+        self.events.write({"event": "restart", "sessions": len(self._session_arm), "keys": len(self._assigned)})
+        if self.ab and self.split != before["split"]:
+            self.events.write({"event": "split", "from": before["split"], "to": self.split, "by": "restart"})
+        log.info("restarted the test in %s: %d sessions keep their arms", self.events.path, len(self._session_arm))
+
+    def _write_config(self, by: str | None = None) -> None:
+        """A new test starts: what ``ab report`` counts from."""
         self.events.write({"event": "config", "arms": {n: {"spec": p.spec, "description": p.description,
-                                                          "engine": p.engine} for n, p in policies.items()},
-                           "split": self.split if self.ab else None, "salt": self.salt, "min_effect": min_effect})
+                                                          "engine": p.engine} for n, p in self.policies.items()},
+                           "split": self.split if self.ab else None, "salt": self.salt, "min_effect": self.min_effect,
+                           **({"by": by} if by else {})})
 
     # -- assignment ---------------------------------------------------------------------------
     def arm_for(self, key: str) -> str:
@@ -208,6 +278,17 @@ class Router(BackgroundServer):
         self.events.write({"event": "split", "from": old, "to": new, "by": by})
         log.warning("A/B split changed from %.3f to %.3f (%s)", old, new, by)
         return {"from": old, "to": new}
+
+    def install(self, policies: dict[str, ServedPolicy], split: Any = None, by: str = "api") -> None:
+        """New arms: a new test (new assignments, a new salt, a ``config`` event). Called on the
+        serving loop, so that no request sees half of it; the caller closes the policies left out."""
+        ab = check_arms(policies)
+        new_split = check_split(split if split is not None else (0.5 if ab else 1.0))
+        self.policies, self.ab, self.split, self.salt = policies, ab, new_split, uuid.uuid4().hex
+        self._assigned, self._session_arm, self._sessions = {}, {}, OrderedDict()
+        self.metrics.split.set(new_split)
+        self._write_config(by)
+        log.warning("serving new arms (%s): %s", by, ", ".join(f"{n}={p.spec}" for n, p in policies.items()))
 
     def _session(self, sid: str, arm: str) -> Session:
         s = self._sessions.get(sid)
@@ -233,13 +314,28 @@ class Router(BackgroundServer):
             given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
             if not hmac.compare_digest(given.encode(), self.token.encode()):
                 return _error(401, "missing or wrong bearer token (Authorization: Bearer <token>)")
-        if not self.limiter.allow(request.remote or "?"):
-            return _error(429, "rate limit reached: slow down", headers={"Retry-After": "1"})
         try:
+            if self.limiter.rate > 0 and not self.limiter.allow(await self._client_key(request)):
+                return _error(429, "rate limit reached: slow down", headers={"Retry-After": "1"})
             return await handler(request)
         except web.HTTPRequestEntityTooLarge:
             return _error(413, f"request larger than the limit of {self.app._client_max_size} bytes "
                                "(serve --max-request-bytes)")
+
+    async def _client_key(self, request: web.Request) -> str:
+        """Whose bucket a request takes from: its user (a chat request's ``user``), else its
+        session (the session header), else its address; so that one application serving many
+        users from one address does not share one budget among them. Users and sessions are
+        named by the clients, so the keys only share fairly among callers the token admits."""
+        if request.method == "POST" and request.path == "/v1/chat/completions" and request.can_read_body:
+            try:
+                body = await request.json()  # kept by aiohttp: the handler reads it again for free
+            except ValueError:
+                body = None  # the handler answers 400
+            if isinstance(body, dict) and isinstance(body.get("user"), str) and body["user"]:
+                return f"user:{body['user']}"
+        sid = request.headers.get(SESSION_HEADER)
+        return f"session:{sid}" if sid else f"address:{request.remote or '?'}"
 
     # -- endpoints ------------------------------------------------------------------------------
     async def _models(self, request: web.Request) -> web.Response:
@@ -357,7 +453,8 @@ class Router(BackgroundServer):
     async def _ab(self, request: web.Request) -> web.Response:
         from .report import ab_report
 
-        out = {"split": self.split if self.ab else None, "arms": {n: p.description for n, p in self.policies.items()}}
+        out = {"split": self.split if self.ab else None, "arms": {n: p.description for n, p in self.policies.items()},
+               "specs": {n: p.spec for n, p in self.policies.items()}}
         if self.events.path is not None:
             out["report"] = await asyncio.get_running_loop().run_in_executor(None, ab_report, self.events.path)
         return web.json_response(out)
@@ -372,6 +469,52 @@ class Router(BackgroundServer):
         except InputError as e:
             return _error(400, str(e))
 
+    async def _set_arms(self, request: web.Request) -> web.Response:
+        """``{"arms": {name: spec}, "split"?, "by"?}``: the same arms (by spec) with another split
+        is a live split change (``set_split``, logged); other arms are loaded beside the serving
+        ones (a loaded policy of the same spec is reused), then replace them as a new test."""
+        if self.loader is None:
+            return _error(403, "this server's arms are fixed (serve --reconfigurable lets token holders change them)")
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(400, "request body is not valid JSON")
+        arms = body.get("arms") if isinstance(body, dict) else None
+        if not isinstance(arms, dict) or not all(isinstance(v, str) and v for v in arms.values()):
+            return _error(400, "'arms' must be an object of arm name -> policy spec")
+        by = str(body.get("by") or request.remote)
+        loop = asyncio.get_running_loop()
+        try:
+            check_arms(arms)
+            if body.get("split") is not None:
+                check_split(body["split"])
+            async with self._reconfiguring:
+                if arms == {n: p.spec for n, p in self.policies.items()}:
+                    changed = self.ab and body.get("split") is not None and float(body["split"]) != self.split
+                    if changed:
+                        self.set_split(body["split"], by=by)
+                    return web.json_response({"changed": "split" if changed else None, **self._state()})
+                old = self.policies
+                try:
+                    new = await loop.run_in_executor(None, self.loader, arms, old)
+                except InputError:
+                    raise
+                except Exception as e:  # the old arms keep serving; the caller learns why in one line
+                    log.exception("loading the arms %s failed", arms)
+                    return _error(500, f"loading the arms failed ({type(e).__name__}: {e}); the old arms still serve")
+                self.install(new, body.get("split"), by=by)
+            kept = {id(p) for p in new.values()}
+            for p in {id(p): p for p in old.values()}.values():
+                if id(p) not in kept:
+                    await loop.run_in_executor(None, p.close)
+            return web.json_response({"changed": "arms", **self._state()})
+        except InputError as e:
+            return _error(400, str(e))
+
+    def _state(self) -> dict[str, Any]:
+        return {"split": self.split if self.ab else None,
+                "arms": {n: {"spec": p.spec, "description": p.description} for n, p in self.policies.items()}}
+
     async def _metrics(self, request: web.Request) -> web.Response:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -384,7 +527,7 @@ class Router(BackgroundServer):
         self.stop_thread()
         self.events.close()
         for p in self.policies.values():
-            p.close()
+            p.close()  # an arm's policy may serve both arms: closing twice is a no-op
 
     def __enter__(self) -> "Router":
         """Serve on a free loopback port from a thread (``start_in_thread(host, port)`` for others)."""
@@ -396,23 +539,41 @@ class Router(BackgroundServer):
 
 
 def build_router(arms: dict[str, str], engine: str = "hf", config: str | None = None, overrides: list[str] = (),
-                 max_batch_size: int = 8, log=print, **router_options) -> "Router":
+                 max_batch_size: int = 8, log=print, reconfigurable: bool = False, **router_options) -> "Router":
     """A ``Router`` over the arms ``{name: spec}``, each loaded on ``engine`` (not yet listening).
     Without ``config``, every arm serves with the configuration of the first arm that is a run (its
     validation sampling settings, tool parser and reward), so that a baseline model and a trained
-    run are served, and scored, alike."""
+    run are served, and scored, alike. Two arms of one spec share one loaded policy.
+    ``reconfigurable``: ``POST /v1/admin/arms`` loads new arms the same way."""
     from ..trainer.checkpoint import split_run_spec
     from .policies import load_served_policy
 
-    if config is None:
-        runs = [Path(split_run_spec(spec)[0]) / "config.yaml" for spec in arms.values()]
-        config = next((str(c) for c in runs if c.is_file()), None)
-    policies = {}
+    served_with: dict[int, str | None] = {}  # id(policy) -> the configuration it was loaded with
+
+    def load(arms: dict[str, str], current: dict[str, ServedPolicy]) -> dict[str, ServedPolicy]:
+        cfg = config
+        if cfg is None:
+            runs = [Path(split_run_spec(spec)[0]) / "config.yaml" for spec in arms.values()]
+            cfg = next((str(c) for c in runs if c.is_file()), None)
+        # a serving policy is reused only as it would be loaded now (its run's settings and reward)
+        have = {p.spec: p for p in current.values() if served_with.get(id(p)) == cfg}
+        loaded: list[ServedPolicy] = []
+        try:
+            for name, spec in arms.items():
+                if spec not in have:
+                    have[spec] = load_served_policy(name, spec, engine=engine, config=cfg, overrides=overrides,
+                                                    max_batch_size=max_batch_size, log=log)
+                    served_with[id(have[spec])] = cfg
+                    loaded.append(have[spec])
+            return {name: have[spec] for name, spec in arms.items()}
+        except BaseException:
+            for p in loaded:
+                p.close()
+            raise
+
+    policies = load(arms, {})
     try:
-        for name, spec in arms.items():
-            policies[name] = load_served_policy(name, spec, engine=engine, config=config, overrides=overrides,
-                                                max_batch_size=max_batch_size, log=log)
-        return Router(policies, **router_options)
+        return Router(policies, loader=load if reconfigurable else None, **router_options)
     except BaseException:
         for p in policies.values():
             p.close()

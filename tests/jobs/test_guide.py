@@ -11,6 +11,7 @@ import math
 import os
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,35 @@ config = GRPOConfig(
 )
 '''
 
+PHASE_5 = '''
+# 1. Get best checkpoint
+best_checkpoint = status["best_checkpoint_id"]
+
+# 2. Deploy to production (example)
+client.deploy_checkpoint(
+    agent_id="my-agent-v1",
+    checkpoint_id=best_checkpoint,
+    environment="production"
+)
+
+# 3. A/B test (recommended)
+client.configure_ab_test(
+    agent_id="my-agent-v1",
+    baseline_checkpoint=None,  # Current production
+    experiment_checkpoint=best_checkpoint,
+    traffic_split=0.1  # 10% to new version
+)
+'''
+
+AB_TEST_FIRST = '''
+# 1. Deploy to 10% of traffic
+client.configure_ab_test(
+    baseline_checkpoint=current,
+    experiment_checkpoint=new,
+    traffic_split=0.1
+)
+'''
+
 # the troubleshooting section's edits, each applied to a config before a job starts
 TROUBLESHOOTING = [
     ("config.learning_rate = 0.0005  # 5x increase", "optim.lr", 0.0005),
@@ -311,6 +341,26 @@ def test_guide_blocks_on_queued_jobs(tmp_path, smollm2_path, monkeypatch):
         ended = asyncio.run(asyncio.wait_for(live_events(ns["job_id"]), 30))  # the stream of an ended job ends
         assert [(e["type"], e["event_type"]) for e in ended] == [("cancelled", "training.job.cancelled")]
 
+        # Phase 5 refused with a reason before anything can be served (nothing trained, nothing deployed)
+        client = ns["client"]
+        for call, reason in [
+                (lambda: client.deploy_checkpoint(agent_id="a", checkpoint_id="/etc:passwd"),
+                 "not a checkpoint of this service's jobs"),
+                (lambda: client.deploy_checkpoint(agent_id="a", checkpoint_id=f"{ns['job_id']}:best"),
+                 "has not started training"),
+                (lambda: client.configure_ab_test(agent_id="a", experiment_checkpoint="smollm2-135m-instruct"),
+                 "nothing is deployed for agent 'a' in 'production'"),
+                (lambda: client.configure_ab_test(experiment_checkpoint="smollm2-135m-instruct"), "needs agent_id"),
+                (lambda: client.configure_ab_test(agent_id="a", traffic_split=0.5), "no A/B test runs for agent 'a'"),
+                (lambda: client.configure_ab_test(agent_id="a", experiment_checkpoint="x", traffic_split=2),
+                 "split must be in"),
+                (lambda: client.deploy_checkpoint(agent_id="../a", checkpoint_id="smollm2-135m-instruct"), "agent_id must be")]:
+            with pytest.raises(JobServiceError, match=f"400.*{reason}"):
+                call()
+        with pytest.raises(JobServiceError, match="404.*nothing was deployed"):
+            client.get_deployment("a")
+        assert client.list_deployments() == [] and client.get_status(ns["job_id"])["deployments"] == []
+
         # tags kept with the job
         run(VERSION_CONTROL, ns, "version control")
         assert ns["client"].get_status(ns["job"])["metadata"]["data_version"] == "v2.1"
@@ -436,6 +486,61 @@ def test_guide_workflow_trains_evaluates_and_streams(tmp_path, smollm2_path, mon
         assert out == ["", f"Exported {len(exported['trajectories'])} high-quality trajectories"]
         # success_only: the trajectory succeeded (the guide reward's 0.5 part); min_reward 0.7: and answered short
         assert len(exported["trajectories"]) == exported["episodes"] == rewards.count(0.8)
+
+        # Phase 5: the best checkpoint deployed, then A/B tested against production, by a process of the service's
+        run(PHASE_5, ns, "phase 5")
+        client, run_dir = ns["client"], (tmp_path / "jobs" / job_id / "run").resolve()
+        best = f"{run_dir}:{status['best_checkpoint']}"
+        assert ns["best_checkpoint"] == f"{tmp_path / 'jobs' / job_id / 'run'}:{status['best_checkpoint']}"
+        dep = client.get_deployment("my-agent-v1")
+        assert dep["state"] == "running" and dep["arms"] == {"baseline": best, "experiment": best}  # None: production
+        assert dep["split"] == 0.1 and dep["base_url"].startswith("http://127.0.0.1:")
+        pid = dep["pid"]
+        assert client.get_status(job_id)["deployments"] == [{k: dep[k] for k in ("agent_id", "environment", "base_url",
+                                                                                  "arms", "split")}]
+        # best practice 5: the other checkpoint as the baseline, the agent id taken from the experiment's job
+        other = "step_000001" if status["best_checkpoint"] == "step_000002" else "step_000002"
+        run(AB_TEST_FIRST, {**ns, "current": f"{job_id}:{other}", "new": ns["best_checkpoint"]}, "ab test")
+        dep = client.get_deployment("my-agent-v1")
+        assert dep["arms"] == {"baseline": f"{run_dir}:{other}", "experiment": best} and dep["pid"] == pid  # loaded beside
+
+        def sessions(names):  # real calls to the served checkpoints; the arm of each session
+            from concurrent.futures import ThreadPoolExecutor
+
+            def one(sid):
+                req = urllib.request.Request(dep["base_url"] + "/chat/completions", method="POST", data=json.dumps(
+                    {"model": "my-agent-v1", "messages": [{"role": "user", "content": "What is 2 + 2?"}]}).encode(),
+                    headers={"Authorization": f"Bearer {ns['API_KEY']}", "Content-Type": "application/json",
+                             "X-Agentboost-Session": sid})
+                with urllib.request.urlopen(req, timeout=120) as r:
+                    assert json.loads(r.read())["choices"][0]["message"]["role"] == "assistant"
+                    return r.headers["X-Agentboost-Arm"]
+
+            with ThreadPoolExecutor(8) as pool:
+                return dict(zip(names, pool.map(one, names)))
+
+        # 8 sessions a round: one batch of the engine
+        first = sessions([f"a{i}" for i in range(8)])
+        # the rollout's next step: the same checkpoints, a new split, live (the process and its sessions stay)
+        changed = client.configure_ab_test(baseline_checkpoint=f"{job_id}:{other}", experiment_checkpoint=best,
+                                           traffic_split=0.9)
+        assert changed["split"] == 0.9 and changed["pid"] == pid
+        again = sessions(["a0", "a1"] + [f"b{i}" for i in range(6)])
+        assert again["a0"] == first["a0"] and again["a1"] == first["a1"]  # sticky
+        assert sum(a == "experiment" for a in first.values()) <= 2
+        assert sum(again[f"b{i}"] == "experiment" for i in range(6)) >= 4
+        report = client.get_deployment("my-agent-v1")["report"]
+        assert [(p["split"], p["sessions"]) for p in report["split"]["phases"]] == [(0.1, 8), (0.9, 6)]
+        calls = list(first.values()) + list(again.values())
+        assert {a: report["arms"][a]["calls"] for a in report["arms"]} == {
+            "baseline": calls.count("baseline"), "experiment": calls.count("experiment")}
+        assert report["arms"]["baseline"]["errors"] == report["arms"]["experiment"]["errors"] == 0
+        events = [json.loads(line) for line in Path(dep["events"]).read_text().splitlines()]
+        assert [(e["from"], e["to"], e["by"]) for e in events if e["event"] == "split"] == [
+            (0.1, 0.9, "job service: configure_ab_test")]
     finally:
         registry._DEFAULTS.pop("my-agent-v1", None)
         svc.stop()
+    # the deployment's process stopped with the service
+    rec = json.loads((tmp_path / "jobs" / "deployments" / "my-agent-v1" / "production" / "deployment.json").read_text())
+    assert rec["state"] == "stopped" and not Path(f"/proc/{dep['pid']}").exists()

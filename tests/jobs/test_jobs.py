@@ -171,3 +171,33 @@ def test_two_jobs_status_cancel_restart_export(tmp_path, smollm2_path):
     finally:
         svc.stop()
     assert json.loads((tmp_path / "jobs" / long / "run" / "result.json").read_text())["stop_requested"]
+
+
+def test_a_deployment_left_by_a_dead_service_is_stopped_when_the_service_starts(tmp_path):
+    """A deployment's process belongs to the service that started it: one a killed service left
+    running (here a stand-in process recorded as that service would) is stopped at the next start."""
+    import subprocess
+
+    from agentboost.jobs.store import _proc_start
+
+    left = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    try:
+        d = tmp_path / "deployments" / "my-agent" / "production"
+        d.mkdir(parents=True)
+        record = {"agent_id": "my-agent", "environment": "production", "port": 9, "base_url": "http://127.0.0.1:9/v1",
+                  "engine": "hf", "arms": {"policy": "smollm2-135m-instruct"}, "split": None, "state": "running",
+                  "pid": left.pid, "proc_start": _proc_start(left.pid)}
+        (d / "deployment.json").write_text(json.dumps(record))
+        svc = start_service(tmp_path)
+        try:
+            assert left.wait(timeout=30) == -15  # SIGTERM, to its process group
+            dep = TrainingClient(svc.url, root=tmp_path).get_deployment("my-agent")
+            assert dep["state"] == "stopped" and dep["pid"] is None and dep["base_url"] == "http://127.0.0.1:9/v1"
+            history = [json.loads(line) for line in (d / "history.jsonl").read_text().splitlines()]
+            assert [(h["event"], h["by"]) for h in history] == [("stopped", "a new job service started")]
+        finally:
+            svc.stop()
+    finally:
+        if left.poll() is None:
+            left.kill()
+            left.wait()

@@ -144,3 +144,93 @@ def test_unpaired_comparison_and_guards():
     check_bind("0.0.0.0", "t")
     with pytest.raises(ServeInputError, match="two arms named baseline and experiment"):
         Router({"a": None, "b": None})
+
+
+def chat(url, session=None, user=None):
+    req = {"messages": [{"role": "user", "content": "hi"}], **({"user": user} if user else {})}
+    status, headers, _ = post(url + "/v1/chat/completions", req,
+                              headers={"X-Agentboost-Session": session} if session else None)
+    return status, headers.get("X-Agentboost-Arm")
+
+
+def test_assignments_survive_a_restart_and_new_arms_are_a_new_test(tmp_path, smollm2_tok):
+    def router(experiment="experiment", **options):
+        return Router({"baseline": arm("baseline", smollm2_tok, "A"), "experiment": arm(experiment, smollm2_tok, "B")},
+                      out_dir=tmp_path, token=TOKEN, **options)
+
+    first = router(split=0.5)
+    with first:
+        arms = {f"s{i}": chat(first.url, f"s{i}")[1] for i in range(12)}
+        user_arm = chat(first.url, "u-session", user="u-1")[1]
+        first.set_split(0.8, by="test")
+    assert set(arms.values()) == {"baseline", "experiment"}
+    second = router()  # no split, no salt: the test goes on as it was left
+    assert (second.salt, second.split) == (first.salt, 0.8)
+    with second:
+        assert {s: chat(second.url, s)[1] for s in arms} == arms  # every session on its arm
+        assert chat(second.url, "another-session", user="u-1")[1] == user_arm  # and every user
+        n = len(arms) + 1  # the draws go on where they stopped: 12 sessions and one user drew before
+        assert chat(second.url, "new")[1] == ("experiment" if draw(first.salt, n) < 0.8 else "baseline")
+    events = [json.loads(line) for line in (tmp_path / "ab.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events if e["event"] in ("config", "restart")] == ["config", "restart"]
+    assert [e for e in events if e["event"] == "restart"][0]["sessions"] == 13
+    r = ab_report(tmp_path / "ab.jsonl")
+    assert r["sessions"] == 15 and sum(a["sessions"] for a in r["arms"].values()) == 15  # no session counted twice
+    assert [(p["split"], p["sessions"]) for p in r["split"]["phases"]] == [(0.5, 13), (0.8, 2)]
+    # other arms are another test: nothing carried over, the report starts again
+    with router(experiment="experiment-2", split=0.5) as third:
+        assert third.salt != first.salt and not third._session_arm
+        chat(third.url, "s0")
+    r = ab_report(tmp_path / "ab.jsonl")
+    assert r["sessions"] == 1 and r["arms"]["experiment"]["description"] == "scripted experiment-2"
+
+
+def test_rate_limit_is_per_user_then_session_then_address(smollm2_tok):
+    from agentboost.serving.router import RateLimiter
+
+    with Router({"policy": arm("policy", smollm2_tok, "ok")}, token=TOKEN, rate_limit=0.01) as r:  # one call each
+        assert chat(r.url, user="a")[0] == 200 and chat(r.url, user="a")[0] == 429
+        assert chat(r.url, session="s-1", user="b")[0] == 200  # users of one address: a bucket each
+        assert chat(r.url, session="s-1")[0] == 200 and chat(r.url, session="s-1")[0] == 429  # no user: the session's
+        assert chat(r.url)[0] == 200 and chat(r.url)[0] == 429  # neither: the address's
+        status, headers, body = post(r.url + "/v1/chat/completions", {"messages": [], "user": "c"})
+        assert status == 400  # the body read for the key is the handler's too
+    limiter = RateLimiter(1.0, burst=1, max_keys=2)
+    assert limiter.allow("a") and not limiter.allow("a") and limiter.allow("b") and limiter.allow("c")
+    assert list(limiter._buckets) == ["b", "c"] and limiter.allow("a")  # the least recently seen key was dropped
+
+
+def test_arms_change_live_on_a_reconfigurable_router(tmp_path, smollm2_tok):
+    loaded = []
+
+    def loader(arms, current):  # as build_router's: a serving policy of the same spec is reused
+        have = {p.spec: p for p in current.values()}
+        for spec in arms.values():
+            if spec not in have:
+                have[spec] = arm(spec, smollm2_tok, f"I am {spec}.")
+                loaded.append(spec)
+        return {name: have[spec] for name, spec in arms.items()}
+
+    with pytest.raises(ServeInputError, match="needs a bearer token"):
+        Router({"policy": arm("v1", smollm2_tok, "I am v1.")}, loader=loader)
+    with Router({"policy": arm("v1", smollm2_tok, "I am v1.")}, out_dir=tmp_path, token=TOKEN, loader=loader) as r:
+        assert chat(r.url, "old") == (200, None)
+        status, _, body = post(r.url + "/v1/admin/arms", {"arms": {"baseline": "v1", "experiment": "v2"}, "split": 1.0,
+                                                          "by": "test"})
+        assert status == 200 and json.loads(body)["changed"] == "arms" and loaded == ["v2"]
+        status, headers, body = post(r.url + "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]},
+                                     headers={"X-Agentboost-Session": "new"})
+        assert headers["X-Agentboost-Arm"] == "experiment" and "I am v2." in body
+        status, _, body = post(r.url + "/v1/admin/arms", {"arms": {"baseline": "v1", "experiment": "v2"}, "split": 0.0})
+        assert status == 200 and json.loads(body)["changed"] == "split" and loaded == ["v2"]
+        assert chat(r.url, "newer")[1] == "baseline" and chat(r.url, "new")[1] == "experiment"
+        for bad, reason in [({"arms": {"a": "x", "b": "y"}}, "baseline and experiment"), ({"arms": ["x"]}, "'arms' must"),
+                            ({"arms": {"policy": "v1"}, "split": 3}, "split must be in")]:
+            status, _, body = post(r.url + "/v1/admin/arms", bad)
+            assert status == 400 and reason in body, body
+    events = [json.loads(line) for line in (tmp_path / "ab.jsonl").read_text().splitlines()]
+    assert [(e["event"], e.get("by")) for e in events if e["event"] in ("config", "split")] == [
+        ("config", None), ("config", "test"), ("split", "127.0.0.1")]
+    assert ab_report(tmp_path / "ab.jsonl")["sessions"] == 2  # the new test: "old" was the plain server's
+    with Router({"policy": arm("v1", smollm2_tok, "x")}, token=TOKEN) as r:
+        assert post(r.url + "/v1/admin/arms", {"arms": {"policy": "v2"}})[0] == 403
