@@ -16,6 +16,11 @@ rLLM joins rows to its batch by position), so that its GRPO group stays whole:
   nothing sampled left in the response) still gives a row, the placeholder: one pad token of
   prompt and one of response, with mask 1, because an all-zero mask makes veRL's per-sequence
   loss modes (seq-mean-token-*) divide by zero;
+- an ``aborted`` episode (the serving side was down: no outcome, never a wrong answer) gives the
+  placeholder with mask 0: no token of it is trained (veRL's loss modes leave fully masked rows
+  out; rLLM's fork already pads its batches with such rows). Its reward, which a row must carry,
+  is ``failed_reward`` until the caller sets a neutral one (``rllm.trainer`` gives it its group's
+  mean, where the whole group is visible); ``EpisodeRow.aborted`` says so;
 - the reward is the episode's, or ``failed_reward`` where the episode has none (a failed episode
   that never reached the group policy); the row carries the episode's status and error as they
   are after the limits above.
@@ -45,6 +50,7 @@ class EpisodeRow:
     cut: bool = False  # the response was shortened to fit max_response_length
     # with ``logprobs=True``: the sampled log-prob of each response token, 0.0 under mask 0
     response_logprobs: list[float] | None = None
+    aborted: bool = False  # an outage, no outcome: mask 0, its reward a stand-in (see the module's docstring)
 
 
 def placeholder_row(pad_token_id: int) -> tuple[list[int], list[int], list[int], list[float]]:
@@ -73,7 +79,12 @@ def episode_row(ep: Episode, pad_token_id: int, failed_reward: float, *, max_pro
         give_failed_reward(ep, failed_reward)
 
     # an aborted episode (an outage of the serving side) is no sample of the policy's: nothing to train on
-    if not ep.segments or ep.aborted or (failed_as_placeholder and ep.failed):
+    if ep.aborted:
+        prompt, response, _, lps = placeholder_row(pad_token_id)
+        out = row(prompt, response, [0], lps, 0)
+        out.aborted = True
+        return out
+    if not ep.segments or (failed_as_placeholder and ep.failed):
         return row(*placeholder_row(pad_token_id), 0)
     seg = ep.segments[-1]
     first_prompt = len(ep.calls[seg.call_indices[0]].prompt_ids)

@@ -7,6 +7,11 @@ loses none). Run again with the same arguments, an evaluation reads what is ther
 run's. The arguments are kept in ``eval_args.json`` beside the episodes: another evaluation's
 directory is refused rather than mixed.
 
+A group-ranking judge scores a task's episodes together, after all of them ran: until then the
+file holds them unscored (a kill loses none); then ``rewrite_episodes`` replaces it, atomically, by
+one record per (task, sample) with its score. A resumed run judges only the groups that still have
+a member waiting for its score.
+
 An ``aborted`` episode (the serving side was unavailable) is not finished: it is run again, in
 rounds with a growing pause, up to a limit; what is still aborted then is reported with its count
 and left out of the statistics, never scored as a wrong answer.
@@ -23,7 +28,7 @@ from typing import Any, Callable
 
 from ..episodes.record import Episode, EpisodeFileError, EpisodeWriter
 from ..errors import InputError
-from ..files import iter_jsonl
+from ..files import atomic_write_text, iter_jsonl
 
 ARGS_FILE = "eval_args.json"
 
@@ -127,3 +132,9 @@ def run_resumable(run_batch: Callable[[list[tuple[dict, int]], Callable[[Episode
             writer.close()
     return [progress.done.get((str(t["task_id"]), k)) or last[(str(t["task_id"]), k)]
             for t in tasks for k in range(samples)]
+
+
+def rewrite_episodes(path: Path, episodes: list[Episode]) -> None:
+    """``path`` holding exactly ``episodes`` (one JSONL record each, as ``EpisodeWriter`` writes
+    them), replaced atomically: a kill leaves the old file or the new one."""
+    atomic_write_text(path, "".join(json.dumps(ep.to_dict(), ensure_ascii=False) + "\n" for ep in episodes))

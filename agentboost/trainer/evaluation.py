@@ -36,7 +36,7 @@ from ..sampling.spec import SamplerSpec
 from .agent_setup import agent_spec, check_config_sandbox, environment
 from .checkpoint import CheckpointError, load_policy_from_run, split_run_spec
 from .config import TrainConfig
-from .eval_progress import Progress, check_args, read_progress, run_resumable
+from .eval_progress import Progress, check_args, read_progress, rewrite_episodes, run_resumable
 
 EXACT_UP_TO = 16  # tasks with a nonzero difference; above this the permutation test samples
 
@@ -245,9 +245,18 @@ def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, see
             episodes = run_resumable(run_batch, tasks, samples, out, progress, retries=retries,
                                      backoff_s=backoff_s, log=log)
     env = environment(cfg)
-    if env.scores_groups:  # a group-ranking judge scores whole groups (the files keep them as they ran)
-        env.score_groups({str(t["task_id"]): t for t in tasks}, episodes)
+    if env.scores_groups:  # a group-ranking judge scores whole groups, once all their members ran
+        # the groups with a member still waiting for its score: judged whole (a member run again
+        # after an outage is ranked with the others); groups a resumed file already holds judged are not
+        waiting = {ep.group_id for ep in episodes if ep.reward is None and not (ep.failed or ep.aborted)}
+        if waiting:
+            env.score_groups({str(t["task_id"]): t for t in tasks}, [ep for ep in episodes if ep.group_id in waiting])
     apply_group_policy(episodes, "keep", failed_reward=cfg.reward.failed_reward)
+    if env.scores_groups and out is not None:
+        # the file was appended to as episodes finished (unscored, so that a kill loses none); now
+        # it holds each (task, sample) once, with the group judge's score: what a reader of the
+        # evaluation's episodes and a resumed run see
+        rewrite_episodes(out, episodes)
     return episodes
 
 

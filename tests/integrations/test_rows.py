@@ -53,3 +53,6 @@ def test_failed_or_empty_episodes_still_give_one_placeholder_row():
     assert r.response_ids == [3, 4, 5, 6, 7] and r.reward == -1.0
     none = episode([], status=Status.CRASHED, error="worker died")
     assert episode_row(none, PAD, failed_reward=0.0).response_mask == [1]
+    # aborted by an outage: no outcome, nothing of it trained (mask 0), whatever it sampled
+    out = episode_row(two_turns(status=Status.ABORTED, error="serving side unavailable"), PAD, failed_reward=-1.0)
+    assert (out.response_ids, out.response_mask, out.aborted, out.status) == ([PAD], [0], True, "aborted")

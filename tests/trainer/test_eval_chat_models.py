@@ -151,6 +151,60 @@ def test_chat_models_in_eval_resume_after_sigkill_and_count_outages(tmp_path, ch
     assert json.loads((tmp_path / "a" / "eval_args.json").read_text())["baseline"]["api_key_env"] == KEY_ENV
 
 
+def _dead_url() -> str:
+    """A loopback endpoint nothing listens on (bound, then closed): a judge service that is down."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+
+@pytest.mark.slow
+def test_a_group_judged_eval_writes_each_episode_once_with_its_score_and_resumes_unjudged(tmp_path, chat_server):
+    """A group-ranking judge scores a task's episodes together after they ran: the episodes file
+    then holds each (task, sample) once, with the judge's score, and a rerun with the judge down
+    runs and judges nothing (a judge call would abort the group) and reads the same scores back."""
+    from agentboost.tasks import load_tasks
+    from agentboost.trainer.config import load_config
+    from agentboost.trainer.evaluation import run_policy
+
+    one = {"type": "object", "required": ["score", "reason"],
+           "properties": {"score": {"type": "number", "minimum": 0, "maximum": 1},
+                          "reason": {"type": "string", "maxLength": 40}}}
+    schema = {"type": "object", "required": ["1", "2"], "properties": {"1": one, "2": one},
+              "additionalProperties": False}
+
+    def cfg(url):
+        judge = {"model": {"provider": "openai", "model_id": "base", "base_url": url, "api_key_env": KEY_ENV,
+                           "max_retries": 0, "params": {"response_format": {
+                               "type": "json_schema", "json_schema": {"name": "grade", "schema": schema}}}},
+                 "rubric": "Score 1 when the final answer is the correct number, else 0.", "mode": "group",
+                 "max_tokens": 120}
+        return load_config(None, ["reward.name=judge", f"reward.judge={json.dumps(judge)}",
+                                  "validation.max_new_tokens=24", "agent.max_response_tokens=24"], for_training=False)
+
+    tasks = load_tasks("examples/quickstart/data/test.jsonl")[:1]
+    out = tmp_path / "model_episodes.jsonl"
+    model, live, dead = chat_spec(chat_server.url + "/v1"), chat_server.url + "/v1", _dead_url()
+
+    def run(judge_url):
+        return run_policy(model, tasks, cfg(judge_url), samples=2, seed=0, workers=1, slots=2, out=out,
+                          log=lambda m: None, retries=0)
+
+    eps = run(live)
+    assert all(not (ep.failed or ep.aborted) and 0 <= ep.reward <= 1 for ep in eps), [ep.error for ep in eps]
+    assert sorted(ep.reward_metadata["judge"]["calls"] for ep in eps) == [0, 1]  # one call for the group
+    written = list(read_episodes(out))
+    assert [(ep.task_id, ep.metadata["sample"], ep.reward) for ep in written] == \
+        [(ep.task_id, ep.metadata["sample"], ep.reward) for ep in eps]  # each once, with its score
+    text = out.read_text()
+
+    again = run(dead)  # nothing left to run or judge: a judge call would abort the group
+    assert [(ep.status, ep.reward) for ep in again] == [(ep.status, ep.reward) for ep in eps]
+    assert out.read_text() == text
+
+
 def test_a_missing_key_or_a_key_in_the_config_is_one_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
     spec = json.dumps({"provider": "openai", "model_id": "m", "base_url": "http://127.0.0.1:9/v1",

@@ -16,7 +16,8 @@ servers (``/v1/completions``, prompt as token ids). So:
   for training, ``...rollout.val_kwargs.{temperature,top_p}`` for validation (as rLLM's router
   does), ``rollout.response_length`` per call; the agent cannot change them;
 - a failed episode (timeout, crash, error, truncation) comes back as a row with its status and
-  the failed reward; nothing is dropped from its GRPO group.
+  the failed reward; nothing is dropped from its GRPO group. An aborted one (the serving side was
+  down) comes back as a row with mask 0 and no outcome (``rllm.trainer`` neutralises its reward).
 
 Engine options (``agent.engine_args`` in rLLM's config): ``agentboost_workers_per_server``
 (worker processes per vLLM server, default 2), ``agentboost_slots`` (episodes per worker at once,
@@ -197,5 +198,6 @@ class StrandsRolloutMixin:
             # agentboost's: the episode record (status, error, calls, segments) and its row facts
             "episode": ep.to_dict(),
             "row": {"status": row.status, "error": row.error or "", "splits": row.splits,
-                    "calls_in_row": row.calls_in_row, "calls_total": row.calls_total, "cut": row.cut},
+                    "calls_in_row": row.calls_in_row, "calls_total": row.calls_total, "cut": row.cut,
+                    "aborted": row.aborted},
         }

@@ -23,7 +23,7 @@ def episode_row(ep: Episode, max_prompt_length: int, max_response_length: int, f
     """The row for one episode (``integrations.rows.episode_row``, the one conversion, under rLLM's
     limits). An episode whose sequence cannot fit is marked ``truncated`` with the failed reward
     (its score no longer describes what is trained), never silently cut."""
-    if ep.reward is None:
+    if ep.reward is None and not ep.aborted:  # an aborted one has none by design: no outcome
         raise ValueError(f"episode {ep.episode_id} (task {ep.task_id}, status {ep.status}) has no reward: the "
                          "rLLM path needs a reward in StrandsEnv (env_args.strands_env.reward), and failed "
                          "episodes get the failed reward from environments.groups first")

@@ -35,6 +35,16 @@ One episode -> one ``AgentLoopOutput``, honestly:
 - ``reward_score`` is the agentboost reward (veRL puts it on the last token of ``rm_scores``);
 - a failed episode (timeout, crash, error) still yields a row, one pad token with mask 1 and the
   failed reward, because veRL rejects all-zero masks and a GRPO group must stay whole;
+- an episode the serving side aborted (an outage of a model it calls: a tau2 user, a judge; status
+  ``aborted``) is no answer of the policy's, never a wrong one: its row is one pad token with
+  mask 0, so no token of it is trained (veRL 0.9.1's ``agg_loss`` leaves fully masked rows out in
+  every loss mode; the row's advantage is multiplied by its mask), its episode record keeps no
+  reward, and ``reward_extra_info.aborted`` counts it (veRL's per-data-source metrics). What veRL's
+  interface does not allow: leaving the row out of its group. Every row must carry a score, veRL's
+  GRPO takes each ``uid`` group's mean and standard deviation over all its rows, and a loop sees
+  neither its siblings nor may change its ``uid``; the row's score is the failed reward, which the
+  other members' baseline still includes (the local trainer and the rLLM path, which see whole
+  groups, leave it out);
 - status, error, tool statistics and always-extend counts go to ``extra_fields``.
 Nothing raises into veRL: an exception in a worker's agent loop fails the whole group there.
 """
@@ -286,7 +296,7 @@ class StrandsAgentLoop(AgentLoopBase):
                 "agentboost_forced_extension_reasons": json.dumps(forced, sort_keys=True),
                 "agentboost_wall_s": time.perf_counter() - t0,
                 # the same keys on every row: veRL turns them into per-data-source metrics
-                "reward_extra_info": {"outcome": float(outcome), "failed": float(ep.failed),
+                "reward_extra_info": {"outcome": float(outcome), "failed": float(ep.failed), "aborted": float(row.aborted),
                                       "truncated": float(ep.status == Status.TRUNCATED),
                                       "tool_calls": float(len(ep.tool_calls))},
             },

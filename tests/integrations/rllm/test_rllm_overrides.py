@@ -333,6 +333,50 @@ def test_transform_one_row_each_attention_from_lengths(mods, tmp_path):
         trainer._transform_agent_trajectories([_traj(0, [1], [1] * 9, [1] * 9, 0.0)])
 
 
+def test_aborted_episodes_train_nothing_and_leave_their_groups_baseline(mods, tmp_path):
+    """An episode the serving side aborted, through the engine's result and the trainer's transform:
+    a row with mask 0 whose reward is its group's mean over the members with an outcome, so veRL's
+    GRPO baseline (installed core_algos, Dr.GRPO form) is what it is without the row; a group with
+    no outcome at all trains nothing. Counted in the metrics, never a failure."""
+    import types
+
+    import numpy as np
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    from agentboost.rewards.groups import apply_group_policy
+
+    c = ModelCall(prompt_ids=[1, 2, 3], response_ids=[4, 5], response_logprobs=[-1, -1], finish_reason="stop")
+    eps = [_episode([c], reward=1.0), _episode([c], reward=0.0), _episode([c], status="aborted", reward=None),
+           _episode([c], status="aborted", reward=None)]
+    for i, ep in enumerate(eps):
+        ep.episode_id, ep.group_id = f"e{i}", "g" if i < 3 else "all-down"
+        ep.error = "serving side unavailable: APIConnectionError" if ep.aborted else None
+    apply_group_policy(eps, "keep", failed_reward=-1.0)
+    engine = types.SimpleNamespace(max_prompt_length=6, max_response_length=8)
+    results = [mods["engine"].StrandsRolloutMixin._ab_result(engine, ep, i, -1.0, 0) for i, ep in enumerate(eps)]
+    assert [r["response_masks"].tolist() for r in results] == [[1, 1], [1, 1], [0], [0]]
+    assert [r["episode"]["reward"] for r in results] == [1.0, 0.0, None, None]  # the records keep no outcome
+
+    trainer = mods["trainer"].AgentPPOTrainer(config=_config("unused", tmp_path, 6, 8), tokenizer=_Tok(),
+                                              role_worker_mapping={}, resource_pool_manager=None)
+    data, metrics = trainer._transform_agent_trajectories(results)
+    b = data.batch
+    assert b["traj_mask"][2].sum() == 0 and b["traj_mask"][3].sum() == 0
+    scores = b["token_level_scores"].sum(-1).tolist()
+    assert scores == [1.0, 0.0, 0.5, -1.0]  # the group's mean; no outcome: every row masked out anyway
+    assert metrics["agentboost/aborted_episodes"] == 2 and metrics["agentboost/aborted_groups"] == 1
+    assert metrics["agentboost/episodes_aborted"] == 2 and metrics["agentboost/failed_fraction"] == 0.0
+    assert list(data.non_tensor_batch["episode_status"]) == ["ok", "ok", "aborted", "aborted"]
+
+    uid = np.array(["g", "g", "g", "all-down"], dtype=object)
+    adv, _ = compute_grpo_outcome_advantage(b["token_level_scores"], b["traj_mask"], uid,
+                                            norm_adv_by_std_in_grpo=False)
+    alone, _ = compute_grpo_outcome_advantage(b["token_level_scores"][:2], b["traj_mask"][:2], uid[:2],
+                                              norm_adv_by_std_in_grpo=False)
+    assert torch.equal(adv[:2], alone)  # the others' baseline as if the aborted one had never run
+    assert adv[2:].abs().sum() == 0  # and no gradient from an aborted row
+
+
 def _episode(calls, status="ok", reward=1.0):
     ep = Episode(episode_id=f"e{len(calls)}{status}", task_id="t", group_id="t", status=status, reward=reward)
     ep.calls = calls
@@ -371,6 +415,8 @@ def test_episode_rows_splits_limits_and_failures():
 
     with pytest.raises(ValueError, match="has no reward"):
         episode_row(_episode([c1], reward=None), 10, 10, -1.0, 0)
+    aborted = episode_row(_episode([c1], status="aborted", reward=None), 10, 10, -1.0, 0)
+    assert (aborted.response_ids, aborted.response_mask, aborted.aborted) == ([0], [0], True)
 
 
 def test_batch_tensors_rejects_bad_rows():

@@ -21,6 +21,15 @@ from agentboost.integrations.verl.server_client import ForwardingServerClient
 from agentboost.sampling.protocol import SamplerError, SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler, ScriptedTurn
 
+def _dead_port() -> int:
+    """A loopback port nothing listens on (bound, then closed): a judge service that is down."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 PROMPT_LEN, RESPONSE_LEN = 1024, 256
 FAILED = -1.0
 LOOPS_YAML = """
@@ -67,7 +76,16 @@ LOOPS_YAML = """
   env:
     reward: exact_answer
     failed_reward: -1.0
-""".replace("EXAMPLES", str(Path(__file__).resolve().parents[3] / "examples"))
+- name: strands_judge_down
+  _target_: agentboost.integrations.verl.agent_loop.StrandsAgentLoop
+  agent: {tools: ["agentboost.tools.calculator:calculator"], max_model_calls: 4, timeout_s: 30}
+  env:
+    reward: judge
+    failed_reward: -1.0
+    judge: {rubric: "Score 1 when the answer is right.",
+            model: {provider: openai, model_id: judge, base_url: "http://127.0.0.1:DEADPORT/v1",
+                    api_key_env: AB_VERL_JUDGE_KEY, max_retries: 0, timeout_s: 5}}
+""".replace("EXAMPLES", str(Path(__file__).resolve().parents[3] / "examples")).replace("DEADPORT", str(_dead_port()))
 
 
 def slow_reward(task, episode):
@@ -302,6 +320,37 @@ def test_failed_episodes_yield_a_valid_row_with_the_failed_reward(scripted_worke
         assert row["prompt"] == [pad] and row["response"] == [pad] and row["mask"] == [1]
         assert row["rm"][0] == FAILED and sum(row["rm"]) == FAILED and row["agentboost_reward"] == FAILED
     assert rows[2]["agentboost_reward"] == 1.0  # the group's other members are untouched
+
+
+def test_an_aborted_episode_trains_nothing_and_is_counted_not_failed(scripted_worker, monkeypatch):
+    """The judge's service is down (a real connection refused through Strands' OpenAI provider): the
+    episode is aborted, not a wrong answer. Its row has mask 0, so with veRL's own GRPO and loss
+    (installed core_algos) it gets no advantage and the loss stays finite in every loss mode; it is
+    counted in reward_extra_info, not as failed. Its score, which veRL requires, is the failed reward
+    (a loop cannot leave veRL's uid group; the agent_loop docstring says so)."""
+    from verl.trainer.ppo.core_algos import agg_loss, compute_grpo_outcome_advantage
+
+    monkeypatch.setenv("AB_VERL_JUDGE_KEY", "sk-unused")
+    worker, _, tok = scripted_worker
+    tasks = [{"task_id": "t", "question": "What is 2+3?", "answer": "5"},
+             {"task_id": "t", "question": "What is 2+2?", "answer": "4"},
+             {"task_id": "t", "question": "What is 2+3?", "answer": "5", "agent": "strands_judge_down"}]
+    out = asyncio.run(worker.generate_sequences(batch(tasks)))
+    rows = unpack(out)
+    assert [r["agentboost_status"] for r in rows] == ["ok", "ok", "aborted"]
+    assert "Connect" in rows[2]["agentboost_error"], rows[2]["agentboost_error"]
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    assert rows[2]["response"] == [pad] and rows[2]["mask"] == [0] and rows[2]["rm"][0] == FAILED
+    assert list(out.non_tensor_batch["aborted"]) == [0.0, 0.0, 1.0]
+    assert list(out.non_tensor_batch["failed"]) == [0.0, 0.0, 0.0]
+    mask = out.batch["response_mask"]
+    adv, _ = compute_grpo_outcome_advantage(out.batch["rm_scores"], mask, np.array(["u"] * 3, dtype=object))
+    assert adv[2].abs().sum() == 0 and adv[0].abs().sum() > 0
+    for mode in ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"):
+        loss = agg_loss(-adv * 0.5, mask, mode)  # a per-token loss shaped like the policy loss
+        assert torch.isfinite(loss), mode
+        # the same loss as a batch without the row (the per-sequence modes do not count it either)
+        assert torch.allclose(loss, agg_loss(-adv[:2] * 0.5, mask[:2], mode)), mode
 
 
 def test_an_http_agent_in_its_own_process_is_one_row_of_exactly_the_sampled_tokens(scripted_worker):
