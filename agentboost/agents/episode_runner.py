@@ -161,8 +161,10 @@ async def run_chat_episode(spec: StrandsAgentSpec, task: dict[str, Any], chat: C
     tool_outcomes: dict[str, str] = {}
     conversation = None
     try:
+        # a call's limit is the policy's per-turn one (max_response_tokens is the episode's, all
+        # calls together: as a per-call max_tokens it is refused by servers with a shorter context)
         model = chat.build(temperature=sampling.temperature, top_p=sampling.top_p,
-                           max_tokens=spec.max_response_tokens, seed=seed)
+                           max_tokens=min(sampling.max_new_tokens, spec.max_response_tokens), seed=seed)
         conversation = env.new_conversation(task) if env is not None else None
         agent = spec.build(model)
         await _play(agent, spec, env, task, conversation, {"task": task, "tool_outcomes": tool_outcomes})

@@ -25,7 +25,9 @@ pytestmark = pytest.mark.vllm
 
 KEY_ENV, KEY = CHAT_KEY_ENV, CHAT_KEY  # the server requires the key: a run without it cannot pass
 TASKS = ("--tasks", "examples/quickstart/data/test.jsonl", "--max-tasks", "2", "--samples", "2")
-SMALL = ("--slots", "1", "validation.max_new_tokens=24", "agent.max_response_tokens=24")
+# an episode budget past the server's 4,096-token context: a chat model's call is limited by the
+# per-turn max_new_tokens, never by the episode's budget (which the server would refuse)
+SMALL = ("--slots", "1", "validation.max_new_tokens=24", "agent.max_response_tokens=8192")
 
 
 class Proxy:
@@ -103,6 +105,9 @@ def test_chat_models_in_eval_resume_after_sigkill_and_count_outages(tmp_path, ch
     assert full["model"]["aborted"] == full["baseline"]["aborted"] == 0
     eps = list(read_episodes(tmp_path / "a" / "baseline_episodes.jsonl"))
     assert all(ep.text_level and not ep.calls and not ep.segments and ep.messages for ep in eps)
+    # every call was answered (none refused for asking more tokens than the server's context)
+    both = eps + list(read_episodes(tmp_path / "a" / "model_episodes.jsonl"))
+    assert not [(ep.status, ep.error) for ep in both if ep.status == Status.ERROR]
     assert "openai:base" in r.stdout
 
     # the baseline's endpoint stops after 2 requests: its unfinished episodes are aborted, retried
