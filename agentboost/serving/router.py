@@ -271,10 +271,17 @@ class Router(BackgroundServer):
         s = self._session(sid, arm)
         if s.lock is None:
             s.lock = asyncio.Lock()
+        prompt_policy = self.policies[arm].prompt_policy
+        demo_messages = 0
+        if prompt_policy is not None:  # the same prefix on every call, so the session's turns still match
+            demo_messages = len(prompt_policy.history_messages())
+            messages, system = prompt_policy.for_chat(messages, system)
         t0 = time.perf_counter()
         async with s.lock:
             try:
                 turn = await s.call(messages, system, tool_specs)
+                if demo_messages:  # the session's record (feedback's scoring) holds the client's turns only
+                    s.last_messages = s.last_messages[demo_messages:]
             except (EpisodeLimitReached, PromptTooLong, PromptTooLongError) as e:
                 return self._failed(sid, arm, t0, 400, f"the conversation does not fit: {e}")
             except SamplerError as e:
@@ -396,11 +403,13 @@ class Router(BackgroundServer):
 
 
 def build_router(arms: dict[str, str], engine: str = "hf", config: str | None = None, overrides: list[str] = (),
-                 max_batch_size: int = 8, log=print, **router_options) -> "Router":
+                 max_batch_size: int = 8, log=print, prompt_policies: dict[str, str] | None = None,
+                 **router_options) -> "Router":
     """A ``Router`` over the arms ``{name: spec}``, each loaded on ``engine`` (not yet listening).
     Without ``config``, every arm serves with the configuration of the first arm that is a run (its
     validation sampling settings, tool parser and reward), so that a baseline model and a trained
-    run are served, and scored, alike."""
+    run are served, and scored, alike. ``prompt_policies``: ``{arm: PATH}``, the prompt policy an
+    arm serves with (``serve --prompt-policy``)."""
     from ..trainer.checkpoint import split_run_spec
     from .policies import load_served_policy
 
@@ -411,7 +420,8 @@ def build_router(arms: dict[str, str], engine: str = "hf", config: str | None = 
     try:
         for name, spec in arms.items():
             policies[name] = load_served_policy(name, spec, engine=engine, config=config, overrides=overrides,
-                                                max_batch_size=max_batch_size, log=log)
+                                                max_batch_size=max_batch_size, log=log,
+                                                prompt_policy=(prompt_policies or {}).get(name))
         return Router(policies, **router_options)
     except BaseException:
         for p in policies.values():
