@@ -249,6 +249,10 @@ class PromptTrainer:
         self.chat = chat_model_spec(p.policy_model, "prompt.policy_model") if p.policy_model else None
         if self.chat is not None:
             self.chat.api_key()  # a key that is not there: one line now, not an error in every episode
+            priced = self.chat.cost_usd(1_000_000, 0) or self.chat.cost_usd(0, 1_000_000)
+            log(f"policy: {self.chat.describe()} through Strands' {self.chat.provider} provider (text-level episodes; "
+                + (f"token costs count against run.max_cost {cfg.run.max_cost:g})" if priced and cfg.run.max_cost
+                   else "no token prices or no run.max_cost: costs not budgeted)"))
         self.cost_usd = 0.0
         self.optimizer = None
         if p.optimizer:
