@@ -95,7 +95,12 @@ def cmd_serve(args) -> int:
             if not args.policy and not args.ab:
                 from ..trainer.config import load_config
 
-                args.policy = load_config(str(run_config)).model.path
+                run_cfg = load_config(str(run_config))
+                if run_cfg.prompt.policy_model:
+                    raise UsageError(f"{args.prompt_policy} trained the prompt of a chat model we do not serve "
+                                     f"(prompt.policy_model: {run_cfg.prompt.policy_model.get('model_id')}); "
+                                     "name the model to serve, or apply prompt_policy.json in your client")
+                args.policy = run_cfg.model.path
     if bool(args.policy) == bool(args.ab):
         raise UsageError("give one policy to serve (RUN_DIR[:CHECKPOINT] or a model) or --ab baseline=... experiment=...")
     if args.split is not None:

@@ -6,6 +6,9 @@ command's input errors come before any model loads."""
 
 import asyncio
 
+import yaml
+from helpers import REPO
+
 from agentboost.agents.chat_rendering import ChatRenderer
 from agentboost.cli import main
 from agentboost.sampling.protocol import SamplingParams
@@ -85,3 +88,13 @@ def test_serve_prompt_policy_input_errors(tmp_path, capsys):
     assert main(["serve", "--model", "smollm2-135m-instruct", "--prompt-policy", str(tmp_path / "p.json")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--prompt-policy goes into chat turns" in err
+    # a prompt run whose policy was a chat model we do not serve: no model to default to
+    run = tmp_path / "run"
+    run.mkdir()
+    _policy().save(run / "prompt_policy.json")
+    (run / "config.yaml").write_text(yaml.safe_dump({
+        "data": {"train_file": str(REPO / "examples/quickstart/data/train.jsonl")}, "algorithm": {"policy": "prompt"},
+        "prompt": {"policy_model": {"provider": "openai", "model_id": "hosted-x"}}}))
+    assert main(["serve", "--prompt-policy", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "hosted-x" in err and "name the model to serve" in err
