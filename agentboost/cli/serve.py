@@ -127,6 +127,8 @@ def cmd_serve(args) -> int:
         url = router.start_in_thread(args.host, args.port)
         what = (f"A/B test, experiment share {router.split:g}, events in {router.events.path}" if router.ab
                 else router.policies["policy"].description)
+        if "policy" in router.prompt_policies:
+            what += f" with {router.prompt_policies['policy'].summary()} ({args.prompt_policy})"
         print(f"serving {what} at {url}/v1 (chat completions; Ctrl-C to stop)", flush=True)
         _wait_forever()
     finally:

@@ -18,7 +18,6 @@ from ..sampling.protocol import Sampler, SamplingParams
 from ..trainer.agent_setup import environment
 from ..trainer.checkpoint import split_run_spec
 from ..trainer.config import TrainConfig
-from ..trainer.prompt_policy import PromptPolicy, load_prompt_policy
 from ..trainer.evaluation import config_for, start_spec_server
 
 ARMS = ("baseline", "experiment")  # an A/B test's two arms
@@ -40,9 +39,6 @@ class ServedPolicy:
     env: StrandsEnv | None
     model_options: dict[str, Any] = field(default_factory=dict)
     server: Any = None  # the engine's server, closed with the policy
-    # a prompt policy (trainer/prompt_policy.py) every request is served with: its instructions
-    # after the client's system prompt, its demonstration turns before the client's messages
-    prompt_policy: PromptPolicy | None = None
 
     def close(self) -> None:
         if self.server is not None:
@@ -57,13 +53,10 @@ def serving_config(spec: str, config: str | None = None, overrides: list[str] = 
 
 def load_served_policy(name: str, spec: str, engine: str = "hf", config: str | None = None,
                        overrides: list[str] = (), max_batch_size: int = 16, seed: int = 0,
-                       log=print, prompt_policy: str | Path | None = None) -> ServedPolicy:
-    """``prompt_policy``: a prompt_policy.json, a checkpoint or a prompt run directory, applied to
-    every request (``serve --prompt-policy``); read before the model loads, so a bad file fails fast."""
+                       log=print) -> ServedPolicy:
     from ..sampling.http_sampler import HttpSampler
     from ..sampling.local_engine import EngineSampler
 
-    prompt = load_prompt_policy(prompt_policy) if prompt_policy is not None else None
     cfg = serving_config(spec, config, overrides)
     engine_name, server, desc, _, tok = start_spec_server(spec, cfg, seed=seed, slots=max_batch_size,
                                                        max_batch_size=max_batch_size, engine=engine)
@@ -77,13 +70,10 @@ def load_served_policy(name: str, spec: str, engine: str = "hf", config: str | N
         sampling = SamplingParams(temperature=v.temperature, top_p=v.top_p, max_new_tokens=v.max_new_tokens)
         trained = (Path(split_run_spec(spec)[0]) / "config.yaml").is_file()
         env = environment(cfg) if cfg.reward.name else None
-        if prompt is not None:
-            desc = f"{desc} with {prompt.summary()} ({prompt_policy})"
         log(f"arm {name}: {desc} ({engine_name} engine{', trained' if trained else ''})")
         return ServedPolicy(name=name, spec=spec, description=desc, engine=engine_name, sampler=sampler,
                             renderer=ChatRenderer(tok), sampling=sampling, env=env, server=server,
-                            model_options={"tool_parser": cfg.agent.tool_parser, "reasoning": cfg.agent.reasoning},
-                            prompt_policy=prompt)
+                            model_options={"tool_parser": cfg.agent.tool_parser, "reasoning": cfg.agent.reasoning})
     except BaseException:
         server.close()
         raise

@@ -148,7 +148,11 @@ class EventLog:
 
 class Router(BackgroundServer):
     """``policies``: one ``ServedPolicy`` (plain serving) or two named ``baseline`` and
-    ``experiment`` (an A/B test with ``split``, the experiment's share of sessions)."""
+    ``experiment`` (an A/B test with ``split``, the experiment's share of sessions).
+    ``prompt_policies``: ``{arm: PromptPolicy}`` (``serve --prompt-policy``), applied to every
+    request of that arm: its instructions after the client's system prompt, its demonstration
+    turns before the client's messages. Kept by arm, not in the ``ServedPolicy``, so that two arms
+    of one model differ by their prompts alone."""
 
     _thread_name = "agentboost-serve"
     _handler_cancellation = True  # a client gone mid-call stops its generation
@@ -156,12 +160,16 @@ class Router(BackgroundServer):
     def __init__(self, policies: dict[str, ServedPolicy], split: float | None = None, out_dir: str | Path | None = None,
                  token: str | None = None, served_name: str = "agentboost", max_request_bytes: int = 1 << 20,
                  rate_limit: float = 0.0, max_sessions: int = 10_000, min_effect: float | None = None,
-                 salt: str | None = None):
+                 salt: str | None = None, prompt_policies: dict[str, Any] | None = None):
         if len(policies) == 2 and set(policies) != set(ARMS):
             raise ServeInputError(f"an A/B test has two arms named baseline and experiment, got {sorted(policies)}")
         if len(policies) not in (1, 2):
             raise ServeInputError(f"serve one policy or two arms, got {len(policies)}")
         self.policies = policies
+        self.prompt_policies = dict(prompt_policies or {})
+        unknown = set(self.prompt_policies) - set(policies)
+        if unknown:
+            raise ServeInputError(f"a prompt policy for arm(s) {sorted(unknown)}, which this server does not serve")
         self.ab = len(policies) == 2
         self.split = check_split(split if split is not None else (0.5 if self.ab else 1.0))
         self.token = token or None
@@ -271,7 +279,7 @@ class Router(BackgroundServer):
         s = self._session(sid, arm)
         if s.lock is None:
             s.lock = asyncio.Lock()
-        prompt_policy = self.policies[arm].prompt_policy
+        prompt_policy = self.prompt_policies.get(arm)
         demo_messages = 0
         if prompt_policy is not None:  # the same prefix on every call, so the session's turns still match
             demo_messages = len(prompt_policy.history_messages())
@@ -411,8 +419,11 @@ def build_router(arms: dict[str, str], engine: str = "hf", config: str | None = 
     run are served, and scored, alike. ``prompt_policies``: ``{arm: PATH}``, the prompt policy an
     arm serves with (``serve --prompt-policy``)."""
     from ..trainer.checkpoint import split_run_spec
+    from ..trainer.prompt_policy import load_prompt_policy
     from .policies import load_served_policy
 
+    # read before any model loads: a bad file fails fast
+    prompts = {name: load_prompt_policy(path) for name, path in (prompt_policies or {}).items()}
     if config is None:
         runs = [Path(split_run_spec(spec)[0]) / "config.yaml" for spec in arms.values()]
         config = next((str(c) for c in runs if c.is_file()), None)
@@ -420,9 +431,10 @@ def build_router(arms: dict[str, str], engine: str = "hf", config: str | None = 
     try:
         for name, spec in arms.items():
             policies[name] = load_served_policy(name, spec, engine=engine, config=config, overrides=overrides,
-                                                max_batch_size=max_batch_size, log=log,
-                                                prompt_policy=(prompt_policies or {}).get(name))
-        return Router(policies, **router_options)
+                                                max_batch_size=max_batch_size, log=log)
+            if name in prompts:
+                log(f"arm {name}: with {prompts[name].summary()} ({prompt_policies[name]})")
+        return Router(policies, prompt_policies=prompts, **router_options)
     except BaseException:
         for p in policies.values():
             p.close()

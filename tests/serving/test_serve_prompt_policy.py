@@ -6,6 +6,7 @@ command's input errors come before any model loads."""
 
 import asyncio
 
+import pytest
 import yaml
 from helpers import REPO
 
@@ -14,7 +15,7 @@ from agentboost.cli import main
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler
 from agentboost.serving.policies import ServedPolicy
-from agentboost.serving.router import Router
+from agentboost.serving.router import Router, ServeInputError
 from agentboost.trainer.prompt_policy import Demonstration, PromptPolicy
 
 DEMO_Q = "Ana has 2 books and gets 6 more. How many books does Ana have now?"
@@ -46,9 +47,11 @@ def test_served_requests_get_the_instructions_and_demonstrations(tmp_path, smoll
                               else call, tok)
     served = ServedPolicy(name="policy", spec="scripted", description="scripted", engine="scripted", sampler=sampler,
                           renderer=ChatRenderer(tok), sampling=SamplingParams(temperature=0.0, max_new_tokens=64),
-                          env=None, prompt_policy=_policy())
+                          env=None)
     question = "Jun has 7 pencils and gets 5 more. How many pencils does Jun have now?"
-    with Router({"policy": served}, out_dir=tmp_path) as router:
+    with pytest.raises(ServeInputError, match=r"arm\(s\) \['experiment'\], which this server does not serve"):
+        Router({"policy": served}, prompt_policies={"experiment": _policy()})
+    with Router({"policy": served}, out_dir=tmp_path, prompt_policies={"policy": _policy()}) as router:
         async def ask(system_prompt):
             model = OpenAIModel(client_args={"base_url": router.url + "/v1", "api_key": "x", "max_retries": 0},
                                 model_id="agentboost")
