@@ -178,8 +178,11 @@ async def run_chat_episode(spec: StrandsAgentSpec, task: dict[str, Any], chat: C
     messages = list(agent.messages)[len(spec.history):] if agent is not None else []
     ep.messages = jsonable(messages)
     if agent is not None:  # what an SFT row rendered from the text needs besides the messages
+        usage = agent.event_loop_metrics.accumulated_usage  # the provider's own count: what is billed
         ep.metadata["text_level"].update(system_prompt=agent.system_prompt,
-                                         tool_specs=jsonable(agent.tool_registry.get_all_tool_specs()))
+                                         tool_specs=jsonable(agent.tool_registry.get_all_tool_specs()),
+                                         usage={"input_tokens": int(usage.get("inputTokens", 0)),
+                                                "output_tokens": int(usage.get("outputTokens", 0))})
     ep.tool_calls = tool_call_records(messages, tool_outcomes)
     ep.final_answer = final_answer(messages)
     if conversation is not None:

@@ -29,6 +29,12 @@ def add_serve(sub) -> None:
     p.add_argument("--out", default="serve", help="directory of the event log ab.jsonl (default: serve)")
     p.add_argument("--config", help="training YAML for a plain model's agent settings and reward "
                                     "(a run's arm uses the run's config.yaml)")
+    p.add_argument("--prompt-policy", metavar="PATH",
+                   help="serve with this prompt policy (docs/prompt-policy.md): its instructions after the client's "
+                        "system prompt (its own prompt when the client sends none), its demonstration turns before "
+                        "the client's messages; a prompt_policy.json, a checkpoint or a prompt-training run "
+                        "directory (whose config.yaml is then the default --config and whose model the default "
+                        "policy); with --ab, the experiment arm's")
     p.add_argument("--max-tokens", type=int, help="tokens per answer (default: the config's validation.max_new_tokens)")
     p.add_argument("--temperature", type=float, help="sampling temperature (default: validation.temperature)")
     p.add_argument("--token", help="bearer token the clients must send (default: $AGENTBOOST_SERVE_TOKEN; "
@@ -67,6 +73,9 @@ def cmd_serve(args) -> int:
     if args.model:
         if args.policy or args.ab:
             raise UsageError("--model serves /v1/completions alone; give either --model or a policy (or --ab)")
+        if args.prompt_policy:
+            raise UsageError("--prompt-policy goes into chat turns; --model serves token ids (/v1/completions), "
+                             "which have none: serve the model as a policy (agentboost serve MODEL --prompt-policy PATH)")
         from ..sampling.policy_server import start_policy_server
 
         _, ps = start_policy_server(args.engine, args.model, served_name=args.model,
@@ -79,6 +88,24 @@ def cmd_serve(args) -> int:
 
     token = args.token or os.environ.get("AGENTBOOST_SERVE_TOKEN") or None
     check_bind(args.host, token)
+    if args.prompt_policy:
+        from pathlib import Path
+
+        from ..trainer.prompt_policy import load_prompt_policy
+
+        load_prompt_policy(args.prompt_policy)  # a bad file fails before any model loads
+        run_config = Path(args.prompt_policy, "config.yaml")
+        if run_config.is_file():  # a prompt run: its agent settings and validation sampling, its model
+            args.config = args.config or str(run_config)
+            if not args.policy and not args.ab:
+                from ..trainer.config import load_config
+
+                run_cfg = load_config(str(run_config))
+                if run_cfg.prompt.policy_model:
+                    raise UsageError(f"{args.prompt_policy} trained the prompt of a chat model we do not serve "
+                                     f"(prompt.policy_model: {run_cfg.prompt.policy_model.get('model_id')}); "
+                                     "name the model to serve, or apply prompt_policy.json in your client")
+                args.policy = run_cfg.model.path
     if bool(args.policy) == bool(args.ab):
         raise UsageError("give one policy to serve (RUN_DIR[:CHECKPOINT] or a model) or --ab baseline=... experiment=...")
     if args.split is not None:
@@ -98,11 +125,15 @@ def cmd_serve(args) -> int:
     router = build_router(arms, engine=args.engine, config=args.config, overrides=overrides,
                           max_batch_size=args.max_batch_size, split=args.split, out_dir=args.out, token=token,
                           served_name=args.served_name, max_request_bytes=args.max_request_bytes,
-                          rate_limit=args.rate_limit, min_effect=args.min_effect, reconfigurable=args.reconfigurable)
+                          rate_limit=args.rate_limit, min_effect=args.min_effect, reconfigurable=args.reconfigurable,
+                          prompt_policies={"experiment" if args.ab else "policy": args.prompt_policy}
+                          if args.prompt_policy else None)
     try:
         url = router.start_in_thread(args.host, args.port)
         what = (f"A/B test, experiment share {router.split:g}, events in {router.events.path}" if router.ab
                 else router.policies["policy"].description)
+        if "policy" in router.prompt_policies:
+            what += f" with {router.prompt_policies['policy'].summary()} ({args.prompt_policy})"
         print(f"serving {what} at {url}/v1 (chat completions; Ctrl-C to stop)", flush=True)
         _wait_forever()
     finally:

@@ -51,7 +51,7 @@ class ChatModelSpec:
     region: str | None = None  # bedrock's region
     max_retries: int = 3  # the provider client's retries of connection errors, 429 and 5xx, with its backoff
     timeout_s: float = 120.0  # per request; keep it under the agent's episode timeout
-    # prices, for the cost in a judge's metrics (0: not counted)
+    # prices, for the cost in a judge's metrics and a prompt run's budget (0: not counted)
     usd_per_million_input_tokens: float = 0.0
     usd_per_million_output_tokens: float = 0.0
 
@@ -68,6 +68,11 @@ class ChatModelSpec:
         if self.max_retries < 0 or self.timeout_s <= 0:
             raise ChatModelError(f"{where}: max_retries must be >= 0 and timeout_s > 0")
         return self
+
+    def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
+        """What ``input_tokens`` and ``output_tokens`` cost at the spec's prices (0 where none given)."""
+        return (input_tokens * self.usd_per_million_input_tokens
+                + output_tokens * self.usd_per_million_output_tokens) / 1e6
 
     def describe(self) -> str:
         return f"{self.provider}:{self.model_id}" + (f" at {self.base_url}" if self.base_url else "")

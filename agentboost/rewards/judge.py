@@ -122,8 +122,7 @@ def _valid_score(value: Any, text: str) -> float:
 
 def _cost(cfg: JudgeConfig, usage: dict[str, int]) -> float:
     m = cfg.model
-    return (usage["input_tokens"] * m.usd_per_million_input_tokens
-            + usage["output_tokens"] * m.usd_per_million_output_tokens) / 1e6
+    return m.cost_usd(usage["input_tokens"], usage["output_tokens"])
 
 
 def _meta(cfg: JudgeConfig, reason: str, calls: int, usage: dict[str, int], raw: float) -> dict[str, Any]:

@@ -195,7 +195,11 @@ def earlier_test(path: Path | None, specs: dict[str, str]) -> dict[str, Any] | N
 
 class Router(BackgroundServer):
     """``policies``: one ``ServedPolicy`` (plain serving) or two named ``baseline`` and
-    ``experiment`` (an A/B test with ``split``, the experiment's share of sessions)."""
+    ``experiment`` (an A/B test with ``split``, the experiment's share of sessions).
+    ``prompt_policies``: ``{arm: PromptPolicy}`` (``serve --prompt-policy``), applied to every
+    request of that arm: its instructions after the client's system prompt, its demonstration
+    turns before the client's messages. Kept by arm, not in the ``ServedPolicy``, so that two arms
+    of one model differ by their prompts alone."""
 
     _thread_name = "agentboost-serve"
     _handler_cancellation = True  # a client gone mid-call stops its generation
@@ -203,7 +207,7 @@ class Router(BackgroundServer):
     def __init__(self, policies: dict[str, ServedPolicy], split: float | None = None, out_dir: str | Path | None = None,
                  token: str | None = None, served_name: str = "agentboost", max_request_bytes: int = 1 << 20,
                  rate_limit: float = 0.0, max_sessions: int = 10_000, min_effect: float | None = None,
-                 salt: str | None = None, loader: Any = None):
+                 salt: str | None = None, loader: Any = None, prompt_policies: dict[str, Any] | None = None):
         """``loader``: ``(arms {name: spec}, current policies) -> policies`` (``build_router``'s,
         which reuses a loaded policy of the same spec); given, ``POST /v1/admin/arms`` changes the
         arms while serving (a token is then required: who may call it loads models here)."""
@@ -211,6 +215,10 @@ class Router(BackgroundServer):
         if loader is not None and not token:
             raise ServeInputError("a reconfigurable server needs a bearer token: its callers load models")
         self.policies = policies
+        self.prompt_policies = dict(prompt_policies or {})
+        unknown = set(self.prompt_policies) - set(policies)
+        if unknown:
+            raise ServeInputError(f"a prompt policy for arm(s) {sorted(unknown)}, which this server does not serve")
         self.loader = loader
         self._reconfiguring = asyncio.Lock()
         self.events = EventLog(Path(out_dir) / EVENTS if out_dir is not None else None)
@@ -284,6 +292,12 @@ class Router(BackgroundServer):
         serving loop, so that no request sees half of it; the caller closes the policies left out."""
         ab = check_arms(policies)
         new_split = check_split(split if split is not None else (0.5 if ab else 1.0))
+        # a prompt policy was given for the model its arm served: an arm whose model changes loses it
+        dropped = [n for n in self.prompt_policies if n not in policies or policies[n].spec != self.policies[n].spec]
+        for n in dropped:
+            log.warning("arm %s: its prompt policy is left out (the arm now serves %s)", n,
+                        policies[n].spec if n in policies else "nothing")
+            del self.prompt_policies[n]
         self.policies, self.ab, self.split, self.salt = policies, ab, new_split, uuid.uuid4().hex
         self._assigned, self._session_arm, self._sessions = {}, {}, OrderedDict()
         self.metrics.split.set(new_split)
@@ -367,10 +381,17 @@ class Router(BackgroundServer):
         s = self._session(sid, arm)
         if s.lock is None:
             s.lock = asyncio.Lock()
+        prompt_policy = self.prompt_policies.get(arm)
+        demo_messages = 0
+        if prompt_policy is not None:  # the same prefix on every call, so the session's turns still match
+            demo_messages = len(prompt_policy.history_messages())
+            messages, system = prompt_policy.for_chat(messages, system)
         t0 = time.perf_counter()
         async with s.lock:
             try:
                 turn = await s.call(messages, system, tool_specs)
+                if demo_messages:  # the session's record (feedback's scoring) holds the client's turns only
+                    s.last_messages = s.last_messages[demo_messages:]
             except (EpisodeLimitReached, PromptTooLong, PromptTooLongError) as e:
                 return self._failed(sid, arm, t0, 400, f"the conversation does not fit: {e}")
             except SamplerError as e:
@@ -539,15 +560,20 @@ class Router(BackgroundServer):
 
 
 def build_router(arms: dict[str, str], engine: str = "hf", config: str | None = None, overrides: list[str] = (),
-                 max_batch_size: int = 8, log=print, reconfigurable: bool = False, **router_options) -> "Router":
+                 max_batch_size: int = 8, log=print, reconfigurable: bool = False,
+                 prompt_policies: dict[str, str] | None = None, **router_options) -> "Router":
     """A ``Router`` over the arms ``{name: spec}``, each loaded on ``engine`` (not yet listening).
     Without ``config``, every arm serves with the configuration of the first arm that is a run (its
     validation sampling settings, tool parser and reward), so that a baseline model and a trained
     run are served, and scored, alike. Two arms of one spec share one loaded policy.
-    ``reconfigurable``: ``POST /v1/admin/arms`` loads new arms the same way."""
+    ``reconfigurable``: ``POST /v1/admin/arms`` loads new arms the same way. ``prompt_policies``:
+    ``{arm: PATH}``, the prompt policy an arm serves with (``serve --prompt-policy``)."""
     from ..trainer.checkpoint import split_run_spec
+    from ..trainer.prompt_policy import load_prompt_policy
     from .policies import load_served_policy
 
+    # read before any model loads: a bad file fails fast
+    prompts = {name: load_prompt_policy(path) for name, path in (prompt_policies or {}).items()}
     served_with: dict[int, str | None] = {}  # id(policy) -> the configuration it was loaded with
 
     def load(arms: dict[str, str], current: dict[str, ServedPolicy]) -> dict[str, ServedPolicy]:
@@ -572,8 +598,10 @@ def build_router(arms: dict[str, str], engine: str = "hf", config: str | None = 
             raise
 
     policies = load(arms, {})
+    for name, prompt in prompts.items():
+        log(f"arm {name}: with {prompt.summary()} ({prompt_policies[name]})")
     try:
-        return Router(policies, loader=load if reconfigurable else None, **router_options)
+        return Router(policies, loader=load if reconfigurable else None, prompt_policies=prompts, **router_options)
     except BaseException:
         for p in policies.values():
             p.close()

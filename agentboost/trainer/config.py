@@ -198,6 +198,11 @@ class PromptConfig:
     gate_min_effect: float = 0.0  # and a mean difference in success rate of at least this
     # the gate's sampling temperature; the same seed for the candidate and the current prompt
     gate_temperature: float = 0.7
+    # the policy as a chat model we do not train, through its Strands provider (models/chat.py:
+    # provider, model_id, base_url, api_key_env, params, usd_per_million_input_tokens and
+    # usd_per_million_output_tokens), e.g. a hosted model; its episodes are text-level and the cost of
+    # their token usage at those prices counts against run.max_cost. {}: model.path, served here
+    policy_model: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -530,6 +535,16 @@ def validate(cfg: TrainConfig, where: str, for_training: bool = True) -> None:
                               f"exceeds prompt.max_demonstrations ({p.max_demonstrations})")
         if any(not isinstance(i, str) or not i.strip() for i in p.instruction_pool):
             raise ConfigError(f"{where}: prompt.instruction_pool must hold non-empty instructions (text)")
+        if p.policy_model:
+            from ..models.chat import ChatModelError, chat_model_spec
+
+            try:
+                chat_model_spec(p.policy_model, "prompt.policy_model")
+            except ChatModelError as e:
+                raise ConfigError(f"{where}: {e}") from None
+    elif cfg.prompt.policy_model:
+        raise ConfigError(f"{where}: prompt.policy_model is the policy of a prompt run (algorithm.policy: prompt); "
+                          "a weights run trains model.path")
 
 
 def shaping_config(values: dict[str, Any], where: str = "config"):

@@ -64,6 +64,15 @@ class PromptPolicy:
         """``spec`` running with this prompt: its system prompt and demonstration turns replaced."""
         return dataclasses.replace(spec, system_prompt=self.full_system_prompt(), history=self.history_messages())
 
+    def for_chat(self, messages: list[dict[str, Any]], system: str | None) -> tuple[list[dict[str, Any]], str]:
+        """A served chat request (``agentboost serve --prompt-policy``) with this prompt: the
+        client's system prompt (the artifact's base prompt when it sends none) followed by the
+        accepted instructions, and the demonstration turns before the client's messages. A client's
+        own system prompt is kept, not replaced: the instructions and demonstrations are what
+        training added, the base prompt is the agent's own."""
+        base = system if system else self.system_prompt
+        return [*self.history_messages(), *messages], "\n".join([base, *self.instructions])
+
     def with_change(self, **changes: Any) -> "PromptPolicy":
         """A candidate: a copy with ``changes`` (instructions, demonstrations) and the next version."""
         return dataclasses.replace(self, version=self.version + 1, history=list(self.history), **changes)

@@ -46,6 +46,7 @@ from ..episodes.summary import success_ci95, tool_use_metrics
 from ..errors import InputError
 from ..files import atomic_directory, atomic_write_text
 from ..imports import ImportPathError, import_object
+from ..models.chat import chat_model_spec
 from ..rewards.groups import apply_group_policy
 from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
@@ -243,6 +244,16 @@ class PromptTrainer:
                     check_solution(t)
                 except InputError as e:
                     raise ConfigError(f"config: prompt.demonstration_source is solutions but data.train_file's {e}") from None
+        # the policy as a chat model we do not train (a hosted model): text-level episodes, their
+        # token usage priced and counted against run.max_cost
+        self.chat = chat_model_spec(p.policy_model, "prompt.policy_model") if p.policy_model else None
+        if self.chat is not None:
+            self.chat.api_key()  # a key that is not there: one line now, not an error in every episode
+            priced = self.chat.cost_usd(1_000_000, 0) or self.chat.cost_usd(0, 1_000_000)
+            log(f"policy: {self.chat.describe()} through Strands' {self.chat.provider} provider (text-level episodes; "
+                + (f"token costs count against run.max_cost {cfg.run.max_cost:g})" if priced and cfg.run.max_cost
+                   else "no token prices or no run.max_cost: costs not budgeted)"))
+        self.cost_usd = 0.0
         self.optimizer = None
         if p.optimizer:
             try:
@@ -283,7 +294,7 @@ class PromptTrainer:
 
         cfg = self.cfg
         self.model_path = str(resolve_model_path(cfg.model.path))
-        if self._sampler is not None:
+        if self._sampler is not None or self.chat is not None:  # model.path: the tokenizer of solutions only
             self.server, self.policy_file = None, None
             return
         model, tok = load_policy(self.model_path, dtype=cfg.model.dtype, device=cfg.model.device)
@@ -303,6 +314,7 @@ class PromptTrainer:
         self.policy = load_prompt_policy(ckpt / FILE_NAME)
         self.step, self.elapsed_before = state["step"], state.get("elapsed_s", 0.0)
         self.next_instruction = state.get("next_instruction", 0)
+        self.cost_usd = state.get("cost_usd", 0.0)
         self.validations = state.get("validations", [])
         self.stream.load(state["data"])
         self.log(f"resumed {self.run_dir} at step {self.step} from {ckpt.name}: {self.policy.summary()}")
@@ -326,6 +338,9 @@ class PromptTrainer:
                 self._pools.pop(kind)[1].close()
             if self._sampler is not None:
                 sampler = dataclasses.replace(self._sampler, sampling=self._sampling(kind))
+            elif self.chat is not None:
+                sampler = SamplerSpec(tokenizer=None, sampling=self._sampling(kind), kind="chat",
+                                      chat=self.chat.as_dict())
             else:
                 sampler = SamplerSpec(tokenizer=self.model_path, sampling=self._sampling(kind), url=self.server.url,
                                       policy_file=self.policy_file)
@@ -340,6 +355,10 @@ class PromptTrainer:
             bar = progress.add_task(kind, total=len(tasks) * samples)
             episodes = pool.run(tasks, samples=samples, on_episode=lambda ep: progress.advance(bar))
         apply_group_policy(episodes, "keep", failed_reward=self.cfg.reward.failed_reward)
+        if self.chat is not None:  # what the provider reported, at the configured prices
+            for ep in episodes:
+                usage = (ep.metadata.get("text_level") or {}).get("usage") or {}
+                self.cost_usd += self.chat.cost_usd(usage.get("input_tokens", 0), usage.get("output_tokens", 0))
         return episodes
 
     def close(self) -> None:
@@ -367,7 +386,13 @@ class PromptTrainer:
     def _budget_reason(self) -> str | None:
         from .loop import budget_reason
 
-        return budget_reason(self.cfg.run, self.step, self.elapsed(), self.stop_requested)
+        run = self.cfg.run
+        reason = budget_reason(run, self.step, self.elapsed(), self.stop_requested)
+        if reason is None and run.max_cost and self.chat is not None and self.cost_usd >= run.max_cost:
+            # checked between steps, as the other budgets: a step's gates may go past it
+            reason = (f"reached the cost budget of {run.max_cost:g}: {self.cost_usd:.4f} USD of "
+                      f"{self.chat.describe()}'s tokens")
+        return reason
 
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -397,7 +422,7 @@ class PromptTrainer:
             accepted = [h for h in self.policy.history if h["accepted"]]
             result = {"steps": self.step, "stopped": reason, "stop_requested": bool(self.stop_requested),
                       "policy": "prompt", "prompt_policy": self.policy.summary(),
-                      "candidates": len(self.policy.history), "accepted": accepted}
+                      "candidates": len(self.policy.history), "accepted": accepted, "cost_usd": self.cost_usd}
             if self.validations:
                 result["validation"] = {"first": self.validations[0], "last": self.validations[-1]}
             self.log(self.history_table())
@@ -449,7 +474,7 @@ class PromptTrainer:
              "prompt_version": self.policy.version, "demonstrations": len(self.policy.demonstrations),
              "instructions": len(self.policy.instructions), "time_rollout_s": t_roll,
              "time_gate_s": time.perf_counter() - t0 - t_roll, "time_step_s": time.perf_counter() - t0,
-             "elapsed_s": self.elapsed()}
+             "elapsed_s": self.elapsed(), "cost_usd": self.cost_usd}
         self.metrics.log_step(m)
         self.metrics.log_event({"event": "progress", "step": step, "total_steps": cfg.run.steps,
                                 **{k: m[k] for k in ("reward_mean", "success_rate", "statuses", "elapsed_s")}})
@@ -526,10 +551,13 @@ class PromptTrainer:
                         demos.append(demo)
         return demos
 
-    def _gate_episodes(self, policy: PromptPolicy) -> list[Episode]:
+    def _gate_episodes(self, policy: PromptPolicy, step: int) -> list[Episode]:
         if self._gate_cache is not None and self._gate_cache[0] is policy:
             return self._gate_cache[1]
         eps = self._run(policy, "gate", self.gate_tasks, self.cfg.prompt.gate_samples)
+        with EpisodeWriter(self.run_dir / "episodes" / f"gate_step_{step:06d}_current.jsonl") as w:
+            for ep in eps:  # kept as the candidates' are: the comparison, and what they cost, can be checked
+                w.write(ep)
         self._gate_cache = (policy, eps)
         return eps
 
@@ -537,7 +565,7 @@ class PromptTrainer:
         """The candidate against the current prompt on the held-out gate tasks (same seeds), with
         ``eval``'s paired test; accepted only for a significant improvement."""
         p = self.cfg.prompt
-        current = self._gate_episodes(self.policy)
+        current = self._gate_episodes(self.policy, step)
         cand = self._run(candidate, "gate", self.gate_tasks, p.gate_samples)
         with EpisodeWriter(self.run_dir / "episodes" / f"gate_step_{step:06d}_{tier}.jsonl") as w:
             for ep in cand:
@@ -622,7 +650,8 @@ class PromptTrainer:
         root = self.run_dir / "checkpoints"
         final = root / f"step_{self.step:06d}"
         state = {"step": self.step, "data": self.stream.state(), "elapsed_s": self.elapsed(),
-                 "next_instruction": self.next_instruction, "validations": self.validations, "policy": "prompt"}
+                 "next_instruction": self.next_instruction, "validations": self.validations, "policy": "prompt",
+                 "cost_usd": self.cost_usd}
         with atomic_directory(final) as tmp:
             self.policy.save(tmp / FILE_NAME)
             (tmp / "trainer_state.json").write_text(json.dumps(state))

@@ -213,11 +213,16 @@ def test_arms_change_live_on_a_reconfigurable_router(tmp_path, smollm2_tok):
 
     with pytest.raises(ServeInputError, match="needs a bearer token"):
         Router({"policy": arm("v1", smollm2_tok, "I am v1.")}, loader=loader)
-    with Router({"policy": arm("v1", smollm2_tok, "I am v1.")}, out_dir=tmp_path, token=TOKEN, loader=loader) as r:
+    from agentboost.trainer.prompt_policy import PromptPolicy
+
+    prompt = PromptPolicy(system_prompt="You have a calculator.", instructions=["Check the tool's result."])
+    with Router({"policy": arm("v1", smollm2_tok, "I am v1.")}, out_dir=tmp_path, token=TOKEN, loader=loader,
+                prompt_policies={"policy": prompt}) as r:
         assert chat(r.url, "old") == (200, None)
         status, _, body = post(r.url + "/v1/admin/arms", {"arms": {"baseline": "v1", "experiment": "v2"}, "split": 1.0,
                                                           "by": "test"})
         assert status == 200 and json.loads(body)["changed"] == "arms" and loaded == ["v2"]
+        assert r.prompt_policies == {}  # it was given for the arm "policy", which is no more
         status, headers, body = post(r.url + "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]},
                                      headers={"X-Agentboost-Session": "new"})
         assert headers["X-Agentboost-Arm"] == "experiment" and "I am v2." in body

@@ -7,6 +7,7 @@ embedded tokenizer; the "model" answers from each task's solution depending on w
 prompt says), so that a helpful and a harmful instruction have known effects."""
 
 import json
+import os
 import random
 
 import pytest
@@ -271,3 +272,55 @@ def test_eval_prompt_policy_runs_the_model_side_with_it(tmp_path):
     base = list(read_episodes(tmp_path / "eval" / "baseline_episodes.jsonl"))
     assert all(ep.metadata.get("history_messages") == 4 for ep in model)
     assert not any("history_messages" in ep.metadata for ep in base)
+
+
+@pytest.mark.slow
+def test_a_chat_model_policy_and_its_token_costs(tmp_path):
+    """``prompt.policy_model``: the policy is a chat model we do not train, reached through Strands'
+    OpenAI provider as a hosted model would be; here the embedded model behind a real
+    OpenAI-compatible chat server (``agentboost serve``'s router, which demands a key): text-level
+    episodes, their token usage as the server reported it, priced and counted against
+    ``run.max_cost``, which stops the run after the first step."""
+    from helpers import CHAT_KEY, CHAT_KEY_ENV
+
+    from agentboost.models.chat import chat_model_spec
+    from agentboost.serving.router import build_router
+    from agentboost.trainer.prompt_training import PromptTrainer
+
+    assert chat_model_spec({"provider": "openai", "model_id": "m"}).cost_usd(2_000, 500) == 0.0
+    path, gate = _prompt_config(tmp_path, demonstrations=False, instruction_pool=[HELPFUL], gate_tasks=2,
+                                gate_samples=1)
+    price = {"usd_per_million_input_tokens": 100.0, "usd_per_million_output_tokens": 400.0}
+    router = build_router({"policy": "smollm2-135m-instruct"}, overrides=["validation.max_new_tokens=16"],
+                          token=CHAT_KEY, log=lambda m: None)
+    with router:
+        spec = {"provider": "openai", "model_id": "agentboost", "base_url": router.url + "/v1",
+                "api_key_env": CHAT_KEY_ENV, "max_retries": 0, "timeout_s": 60, **price}
+        cfg = load_config(path, ["data.tasks_per_step=2", "data.group_size=2", "data.val_file=", "run.steps=3",
+                                 "run.max_cost=0.0001", "agent.max_response_tokens=16"])
+        cfg.prompt.policy_model = spec
+        run_dir = tmp_path / "run"
+        os.environ[CHAT_KEY_ENV] = CHAT_KEY
+        try:
+            result = PromptTrainer(cfg, run_dir, log=lambda m: None).run()
+        finally:
+            os.environ.pop(CHAT_KEY_ENV, None)
+        served = router.metrics.registry.get_sample_value("agentboost_serve_tokens_total",
+                                                          {"arm": "policy", "kind": "prompt"})
+    assert result["steps"] == 1 and result["stopped"].startswith("reached the cost budget of 0.0001")
+    episodes = [ep for f in sorted((run_dir / "episodes").glob("*.jsonl")) for ep in read_episodes(f)]
+    assert len(episodes) == 4 + 2 + 2  # the step's groups, the gate's current prompt and candidate
+    assert all(ep.text_level and not ep.calls and ep.metadata["text_level"]["model_id"] == "agentboost"
+               for ep in episodes)
+    usage = [ep.metadata["text_level"]["usage"] for ep in episodes]
+    assert all(u["input_tokens"] > 100 and u["output_tokens"] > 0 for u in usage)
+    assert sum(u["input_tokens"] for u in usage) == served  # the provider's count is the server's
+    cost = sum(u["input_tokens"] * 100.0 + u["output_tokens"] * 400.0 for u in usage) / 1e6
+    assert result["cost_usd"] == pytest.approx(cost) and cost >= 0.0001
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert metrics[-1]["cost_usd"] == pytest.approx(cost)
+    history = load_prompt_policy(run_dir).history
+    assert [h["tier"] for h in history] == ["instructions"] and history[0]["gate"]["tasks"] == 2
+    assert CHAT_KEY not in "".join(p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())
+    with pytest.raises(ConfigError, match="prompt.policy_model: provider 'nope'"):
+        load_config(path, ["prompt.policy_model={provider: nope, model_id: x}"])
