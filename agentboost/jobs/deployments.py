@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files import atomic_write_text
+from ..sampling.vllm_server import free_port
 from .store import JobError, JobStore, UnknownJob, _proc_fields, _proc_start, check_name
 
 READY_TIMEOUT_S = 900.0  # a vLLM arm starts a server and loads a model
@@ -45,12 +45,6 @@ STOP_TIMEOUT_S = 30.0
 
 class UnknownDeployment(UnknownJob):
     pass
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class Deployments:
@@ -185,7 +179,7 @@ class Deployments:
                 return self.status(agent_id, environment)
             if rec is not None:
                 self._stop(d, rec, by)  # it died, or another engine was asked for: a process of its own
-            port = rec["port"] if rec is not None else _free_port(self.host)
+            port = rec["port"] if rec is not None else free_port(self.host)
             rec = {"agent_id": agent_id, "environment": environment, "port": port,
                    "base_url": f"http://{self.host}:{port}/v1", "engine": engine or "hf"}
             self._start(d, rec, arms, split)
