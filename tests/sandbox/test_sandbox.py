@@ -2,12 +2,14 @@
 
 import os
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
 
 from agentboost.sandbox.judge import outputs_match, values_match
-from agentboost.sandbox.identities import UID_BASE, UID_COUNT
+from agentboost.sandbox.identities import UID_BASE, UID_COUNT, processes_of_uid
 from agentboost.sandbox.judge import close_idle_harnesses
 from agentboost.sandbox.runner import (
     SandboxLimits,
@@ -65,31 +67,42 @@ def test_scratch_directory_is_fresh_and_removed():
 
 
 @needs_full
-def test_fork_bomb_is_contained():
+def test_fork_bomb_is_contained(leased_uids):
     r = run_python("import os\nwhile True:\n    os.fork()", limits=LIMITS)
     assert r.verdict in ("runtime_error", "timeout")
     assert "Resource temporarily unavailable" in r.stderr or r.verdict == "timeout"
-    assert os.fork and os.getpid()  # this process still forks fine
-    assert _processes_of_uid_none_left()
+    assert subprocess.run([sys.executable, "-c", "pass"], timeout=60).returncode == 0  # this process still forks fine
+    assert _processes_of_uids_none_left(leased_uids)
 
 
-def _processes_of_uid_none_left():
-    # no process of any sandbox uid survives its run (the judge's idle harnesses, warm for the next
+@pytest.fixture
+def leased_uids(monkeypatch):
+    """The uids this test's runs lease. Another test may be running sandboxed programs at the same
+    time (two workers), each on a uid leased to it alone: what is checked is this test's."""
+    from agentboost.sandbox import runner
+
+    uids = []
+
+    class RecordedLease(runner.UidLease):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            uids.append(self.uid)
+
+    monkeypatch.setattr(runner, "UidLease", RecordedLease)
+    return uids
+
+
+def _processes_of_uids_none_left(uids):
+    # no process of the run's uid survives it (the judge's idle harnesses, warm for the next
     # problem, are ended first: they are not runs)
     close_idle_harnesses()
-    for d in os.listdir("/proc"):
-        try:
-            if d.isdigit() and UID_BASE <= os.stat(f"/proc/{d}").st_uid < UID_BASE + UID_COUNT:
-                with open(f"/proc/{d}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
-                        return False
-        except OSError:
-            continue
-    return True
+    assert uids, "the run leased no uid"
+    assert all(UID_BASE <= uid < UID_BASE + UID_COUNT for uid in uids), uids
+    return not [pid for uid in uids for pid in processes_of_uid(uid)]
 
 
 @needs_full
-def test_child_that_outlives_the_program_is_killed(tmp_path):
+def test_child_that_outlives_the_program_is_killed(tmp_path, leased_uids):
     # the child leaves the process group, then the program itself sleeps past its wall time
     code = ("import subprocess, sys, time\n"
             "subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(120)'])\n"
@@ -97,7 +110,7 @@ def test_child_that_outlives_the_program_is_killed(tmp_path):
     r = run_python(code, limits=LIMITS)
     assert r.stdout.strip() == "started" and r.verdict == "timeout"
     assert r.killed_processes >= 1
-    assert _processes_of_uid_none_left()
+    assert _processes_of_uids_none_left(leased_uids)
 
 
 @needs_full
