@@ -4,7 +4,7 @@ development aid (``verl/cpu_platform.py`` + ``verl/cpu_rollout.py`` for stock ve
 two paths run different veRL versions.
 
 - ``CPU_DEVICE_MODULE``: ``torch.cpu`` plus the memory queries veRL makes of a device module;
-- ``ServedPolicy``: the policy a CPU rollout serves (agentboost's batched HF engine), whose weights
+- ``CpuRolloutPolicy``: the policy a CPU rollout serves (agentboost's batched HF engine), whose weights
   the trainer replaces after each update, with a version and how far the weights moved.
 """
 
@@ -33,7 +33,7 @@ class _CPUDeviceModule(ModuleType):
 CPU_DEVICE_MODULE = _CPUDeviceModule("agentboost_cpu_device")
 
 
-class ServedPolicy:
+class CpuRolloutPolicy:
     """A policy served on CPU by agentboost's local engine, its weights replaced by the trainer's."""
 
     def __init__(self, model_path: str, max_batch_size: int = 16, seed: int = 0):

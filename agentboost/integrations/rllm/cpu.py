@@ -15,7 +15,7 @@ imports the fork's workers. Nothing of the fork's or rLLM's files is edited. ``i
   ``CPUWorkerRollout`` that hands the FSDP module's full weights over on request (the fork's vLLM
   sharding manager's job), and as the fork's async server a ``CPUCompletionsServer`` Ray actor:
   agentboost's completions server (token ids in, token ids and log-probs out, as the fork's patched
-  vLLM server answers) over ``cpu_aids.ServedPolicy``. Its ``wake_up()`` (which rLLM's engine, with
+  vLLM server answers) over ``cpu_aids.CpuRolloutPolicy``. Its ``wake_up()`` (which rLLM's engine, with
   agentboost's override, calls before every rollout phase) pulls the actor's current weights and
   serves them; every response carries ``weight_version``: the number of optimizer updates the
   served weights have had (the actor's LR-scheduler count), which each episode records per call.
@@ -176,13 +176,13 @@ class CPUCompletionsServer:
         from verl.utils.fs import copy_to_local
 
         from ...sampling.completions_server import CompletionsServer
-        from ..cpu_aids import ServedPolicy
+        from ..cpu_aids import CpuRolloutPolicy
         from .engine import served_model_name
 
         self.config = config
         self.dp_size, self.dp_rank, self.wg_prefix = int(vllm_dp_size), int(vllm_dp_rank), wg_prefix
         model_path = str(config.model.path)
-        self.policy = ServedPolicy(copy_to_local(model_path), max_batch_size=16)
+        self.policy = CpuRolloutPolicy(copy_to_local(model_path), max_batch_size=16)
         self.server = CompletionsServer(self.policy.engine, model_name=served_model_name(model_path))
         url = self.server.start_in_thread(host="0.0.0.0", port=0)
         self.address = f"{ray.util.get_node_ip_address()}:{url.rsplit(':', 1)[1]}"

@@ -29,7 +29,7 @@ import torch
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
-from ..cpu_aids import ServedPolicy
+from ..cpu_aids import CpuRolloutPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class CPURolloutServer:
     (``integrations/cpu_aids.py``, shared with the rLLM path)."""
 
     def __init__(self, model_path: str, max_batch_size: int = 16, seed: int = 0):
-        self.policy = ServedPolicy(model_path, max_batch_size=max_batch_size, seed=seed)
+        self.policy = CpuRolloutPolicy(model_path, max_batch_size=max_batch_size, seed=seed)
         self.engine = self.policy.engine
 
     @property
@@ -66,7 +66,7 @@ class CPURolloutServer:
                            stop_reason="completed", extra_fields={"global_steps": self.global_steps})
 
     def load_weights(self, weights: dict[str, torch.Tensor], global_steps: int | None) -> int:
-        """The trained policy's weights, by the Hugging Face names veRL sends (``ServedPolicy``)."""
+        """The trained policy's weights, by the Hugging Face names veRL sends (``CpuRolloutPolicy``)."""
         return self.policy.load_weights(weights, global_steps, label="step")
 
     def weight_state(self) -> dict[str, Any]:
