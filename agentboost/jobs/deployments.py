@@ -313,8 +313,10 @@ class Deployments:
     def list(self) -> list[dict[str, Any]]:
         return [self._status(d, rec) for d, rec in self._records()]
 
-    def of_job(self, job_id: str) -> list[dict[str, Any]]:
-        """The running deployments that serve one of the job's checkpoints (in its status)."""
+    def of_job(self, job_id: str, every: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """The running deployments that serve one of the job's checkpoints (in its status), among
+        ``every`` (``list()``'s, read once for many jobs) or all."""
         run = str((self.store.root / job_id / "run").resolve()) + ":"
         return [{k: s[k] for k in ("agent_id", "environment", "base_url", "arms", "split")}
-                for s in self.list() if s["state"] == "running" and any(v.startswith(run) for v in s["arms"].values())]
+                for s in (self.list() if every is None else every)
+                if s["state"] == "running" and any(v.startswith(run) for v in s["arms"].values())]

@@ -114,8 +114,12 @@ def make_app(store: JobStore, allow_private_webhooks: bool = False) -> web.Appli
     def job_status(job_id: str) -> dict[str, Any]:
         return {**store.status(job_id), "deployments": deployments.of_job(job_id)}
 
+    def jobs_with_deployments() -> list[dict[str, Any]]:
+        every = deployments.list()
+        return [{**j, "deployments": deployments.of_job(j["job_id"], every)} for j in store.list()]
+
     async def list_jobs(request: web.Request) -> web.Response:
-        return web.json_response({"jobs": await blocking(lambda: [job_status(j["job_id"]) for j in store.list()])})
+        return web.json_response({"jobs": await blocking(jobs_with_deployments)})
 
     async def status(request: web.Request) -> web.Response:
         return web.json_response(await blocking(job_status, request.match_info["job_id"]))

@@ -223,7 +223,7 @@ class RunConfig:
     seed: int = 0  # seeds the task order, sampling and initialisation
     checkpoint_every: int = 5  # steps between checkpoints (and one at the end)
     max_wall_s: float = 0.0  # 0: no limit
-    max_cost: float = 0.0  # 0: no limit; stops when elapsed hours x cost_per_hour reaches it
+    max_cost: float = 0.0  # 0: no limit; stops when hours x cost_per_hour + a prompt run's token costs reach it
     cost_per_hour: float = 0.0  # what an hour of this machine costs, for max_cost
     workers: int = 1  # rollout worker processes
     slots: int = 8  # episodes in flight per worker

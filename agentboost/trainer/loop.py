@@ -83,17 +83,23 @@ class TaskStream:
         self.epoch, self.offset = state["epoch"], state["offset"]
 
 
-def budget_reason(run, step: int, elapsed_s: float, stop_requested: str | None) -> str | None:
+def budget_reason(run, step: int, elapsed_s: float, stop_requested: str | None,
+                  tokens_usd: float = 0.0, tokens_of: str = "") -> str | None:
     """Why a run stops now (a requested stop, its steps, wall time or cost budget), else None; the
-    weights trainer and the prompt trainer stop by the same rules."""
+    weights trainer and the prompt trainer stop by the same rules. The cost is the machine's
+    (elapsed hours x ``run.cost_per_hour``) plus ``tokens_usd``, what a chat model's provider
+    charged for ``tokens_of``'s tokens (a prompt run's hosted policy)."""
     if stop_requested:
         return stop_requested
     if step >= run.steps:
         return f"reached {run.steps} steps"
     if run.max_wall_s and elapsed_s >= run.max_wall_s:
         return f"reached the wall-time budget of {run.max_wall_s:g} s"
-    if run.max_cost and run.cost_per_hour and elapsed_s / 3600 * run.cost_per_hour >= run.max_cost:
-        return f"reached the cost budget of {run.max_cost:g} at {run.cost_per_hour:g}/hour"
+    machine_usd = elapsed_s / 3600 * run.cost_per_hour
+    if run.max_cost and (run.cost_per_hour or tokens_usd) and machine_usd + tokens_usd >= run.max_cost:
+        spent = ([f"{run.cost_per_hour:g}/hour"] if run.cost_per_hour else []) + (
+            [f"{tokens_usd:.4f} USD of {tokens_of}'s tokens"] if tokens_usd else [])
+        return f"reached the cost budget of {run.max_cost:g}: {' + '.join(spent)}"
     return None
 
 

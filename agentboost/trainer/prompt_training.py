@@ -386,13 +386,9 @@ class PromptTrainer:
     def _budget_reason(self) -> str | None:
         from .loop import budget_reason
 
-        run = self.cfg.run
-        reason = budget_reason(run, self.step, self.elapsed(), self.stop_requested)
-        if reason is None and run.max_cost and self.chat is not None and self.cost_usd >= run.max_cost:
-            # checked between steps, as the other budgets: a step's gates may go past it
-            reason = (f"reached the cost budget of {run.max_cost:g}: {self.cost_usd:.4f} USD of "
-                      f"{self.chat.describe()}'s tokens")
-        return reason
+        # checked between steps, as the other budgets: a step's gates may go past it
+        return budget_reason(self.cfg.run, self.step, self.elapsed(), self.stop_requested, tokens_usd=self.cost_usd,
+                             tokens_of=self.chat.describe() if self.chat is not None else "")
 
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
