@@ -239,3 +239,40 @@ def test_arms_change_live_on_a_reconfigurable_router(tmp_path, smollm2_tok):
     assert ab_report(tmp_path / "ab.jsonl")["sessions"] == 2  # the new test: "old" was the plain server's
     with Router({"policy": arm("v1", smollm2_tok, "x")}, token=TOKEN) as r:
         assert post(r.url + "/v1/admin/arms", {"arms": {"policy": "v2"}})[0] == 403
+
+
+def test_a_restart_with_the_same_command_line_keeps_the_live_split(tmp_path, smollm2_tok):
+    """`serve --ab ... --split 0.3`, then a live `ab split 0.5`, then the same command line again:
+    the live 0.5 stays (the command line's 0.3 is the split the test started with). A split given
+    on purpose at a restart (another value) replaces it, logged."""
+    def router(**options):
+        return Router({"baseline": arm("baseline", smollm2_tok, "A"), "experiment": arm("experiment", smollm2_tok, "B")},
+                      out_dir=tmp_path, token=TOKEN, **options)
+
+    with router(split=0.3) as first:
+        chat(first.url, "s0")
+        first.set_split(0.5, by="ab split")
+    again = router(split=0.3)  # the same command line
+    assert again.split == 0.5
+    again.close()
+    other = router(split=0.2)  # another split, on purpose
+    assert other.split == 0.2
+    other.close()
+    events = [json.loads(line) for line in (tmp_path / "ab.jsonl").read_text().splitlines()]
+    assert [(e["from"], e["to"], e["by"]) for e in events if e["event"] == "split"] == [
+        (0.3, 0.5, "ab split"), (0.5, 0.2, "restart")]
+
+
+@pytest.mark.parametrize("body", [{"stream": True, "stream_options": "yes"}, {"logprobs": "yes"},
+                                  {"frobnicate": 1}])
+def test_serve_refuses_a_malformed_or_unknown_field_in_one_line(smollm2_tok, body):
+    base = arm("policy", smollm2_tok, "A")
+    with Router({"policy": base}, token=TOKEN) as router:
+        status, _, text = post(router.url + "/v1/chat/completions",
+                               {"messages": [{"role": "user", "content": "hi"}], **body})
+        assert status == 400 and "\n" not in json.loads(text)["error"]["message"], text
+        status, _, text = post(router.url + "/v1/chat/completions",
+                               {"messages": [{"role": "user", "content": "hi"}], "logprobs": True})
+        lps = json.loads(text)["choices"][0]["logprobs"]["content"]
+    assert status == 200 and lps and all(c["logprob"] == base.sampler.logprob for c in lps)
+    assert base.sampler.calls == 1
