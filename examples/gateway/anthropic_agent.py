@@ -13,6 +13,7 @@ from anthropic import Anthropic
 TOOLS = [{"name": "calculator", "description": "Evaluate an arithmetic expression such as '8 + 7'.",
           "input_schema": {"type": "object", "properties": {"expression": {"type": "string"}},
                            "required": ["expression"]}}]
+SYSTEM = "You are a helpful assistant with a calculator tool. Solve the problem and end with the final answer as a number."
 
 
 def calculator(expression: str) -> str:
@@ -29,9 +30,7 @@ def main() -> None:
     question = os.environ.get("AGENTBOOST_PROMPT") or " ".join(sys.argv[1:])
     messages = [{"role": "user", "content": question}]
     for _ in range(4):
-        reply = client.messages.create(model="policy", max_tokens=512, tools=TOOLS, messages=messages,
-                                       system="You are a helpful assistant with a calculator tool. Solve the problem "
-                                              "and end with the final answer as a number.")
+        reply = client.messages.create(model="policy", max_tokens=512, tools=TOOLS, messages=messages, system=SYSTEM)
         messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
         calls = [b for b in reply.content if b.type == "tool_use"]
         if not calls:
