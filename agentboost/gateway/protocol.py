@@ -142,7 +142,7 @@ def check_fields(body: dict[str, Any], api: str, honoured: Iterable[str], no_eff
     for k, v in body.items():
         if k not in known:
             raise BadRequest(f"unknown parameter {k!r} for {api}")
-        if k in refused and v is not None:
+        if k in refused and v not in (None, False):  # e.g. background: false asks for nothing
             raise BadRequest(f"{k!r} is not served: {refused[k]}")
     return [k for k in overridden if body.get(k) is not None]
 
