@@ -26,11 +26,13 @@ from .protocol import (
     check_fields,
     check_stream,
     opt,
+    refuse_constrained,
+    refuse_forced_tool_choice,
     sse,
     text_of_parts,
     tool_arguments,
     tool_result,
-    tool_spec,
+    tool_specs,
 )
 
 IGNORED_SETTINGS = ("max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "thinking", "speed")
@@ -119,18 +121,13 @@ def _system(system: Any) -> str | None:
 
 
 def _tool_specs(tools: Any) -> list[dict[str, Any]] | None:
-    if not tools:
-        return None
-    if not isinstance(tools, list):
-        raise BadRequest("'tools' must be a list")
-    specs = []
-    for i, t in enumerate(tools):
-        if not isinstance(t, dict) or t.get("type", "custom") != "custom":
-            kind = t.get("type") if isinstance(t, dict) else type(t).__name__
-            raise BadRequest(f"tools[{i}]: only client tools (name, description, input_schema) are served "
-                             f"(got {kind!r}): the policy has no server tools")
-        specs.append(tool_spec(t.get("name"), t.get("description"), t.get("input_schema"), f"tools[{i}]"))
-    return specs
+    def function(t: dict[str, Any]) -> dict[str, Any] | None:
+        if t.get("type", "custom") != "custom":
+            return None
+        return {"name": t.get("name"), "description": t.get("description"), "parameters": t.get("input_schema")}
+
+    return tool_specs(tools, function, "only client tools (name, description, input_schema) are served: the policy "
+                                       "has no server tools")
 
 
 class Messages(Protocol):
@@ -145,14 +142,12 @@ class Messages(Protocol):
         choice = opt(body, "tool_choice", dict, "an object such as {\"type\": \"auto\"}")
         if choice is not None:
             if choice.get("type") != "auto":
-                raise BadRequest(f"'tool_choice' {json.dumps(choice)} is not served: a forced or disabled tool "
-                                 "choice changes what the policy may sample, so the call could not be trained on")
+                refuse_forced_tool_choice(choice)
             if choice.get("disable_parallel_tool_use"):
                 ignored.append("tool_choice.disable_parallel_tool_use")
         config = opt(body, "output_config", dict, "an object") or {}
         if config.get("format") is not None:
-            raise BadRequest("'output_config.format' is not served: constrained decoding would sample from another "
-                             "distribution than the policy's")
+            refuse_constrained("output_config.format")
         if config:
             ignored.append("output_config")
         metadata = opt(body, "metadata", dict, "an object") or {}

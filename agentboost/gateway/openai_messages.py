@@ -24,12 +24,14 @@ from .protocol import (
     check_no_top_logprobs,
     check_stream,
     opt,
+    refuse_constrained,
+    refuse_forced_tool_choice,
     sse,
     text_of_parts,
     token_logprobs,
     tool_arguments,
     tool_result,
-    tool_spec,
+    tool_specs,
 )
 
 # the run's sampling settings always win: these, when a client sends them, are counted and ignored
@@ -100,17 +102,11 @@ def to_strands(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None, 
 
 
 def _tool_specs(tools: Any) -> list[dict[str, Any]] | None:
-    if not tools:
-        return None
-    if not isinstance(tools, list):
-        raise BadRequest("'tools' must be a list")
-    specs = []
-    for i, t in enumerate(tools):
-        fn = t.get("function") if isinstance(t, dict) and t.get("type", "function") == "function" else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise BadRequest(f"tools[{i}]: expected {{'type': 'function', 'function': {{'name': ..., ...}}}}")
-        specs.append(tool_spec(fn["name"], fn.get("description"), fn.get("parameters"), f"tools[{i}]"))
-    return specs
+    def function(t: dict[str, Any]) -> dict[str, Any] | None:
+        fn = t.get("function")
+        return fn if t.get("type", "function") == "function" and isinstance(fn, dict) else None
+
+    return tool_specs(tools, function, "expected {'type': 'function', 'function': {'name': ..., ...}}")
 
 
 def check_request(body: dict[str, Any]) -> list[str]:
@@ -121,14 +117,10 @@ def check_request(body: dict[str, Any]) -> list[str]:
     n = body.get("n", 1)
     if n not in (1, None):
         raise BadRequest(f"'n' must be 1 (got {n!r}): one episode samples one answer per call")
-    choice = body.get("tool_choice")
-    if choice not in (None, "auto"):
-        raise BadRequest(f"'tool_choice' {json.dumps(choice)} is not served: a forced or disabled tool choice "
-                         "changes what the policy may sample, so the call could not be trained on")
-    fmt = body.get("response_format")
-    if fmt not in (None, {"type": "text"}):
-        raise BadRequest("'response_format' is not served: constrained decoding would sample from another "
-                         "distribution than the policy's")
+    if body.get("tool_choice") not in (None, "auto"):
+        refuse_forced_tool_choice(body["tool_choice"])
+    if body.get("response_format") not in (None, {"type": "text"}):
+        refuse_constrained("response_format")
     check_stream(body)
     options = opt(body, "stream_options", dict, "an object such as {\"include_usage\": true}") or {}
     opt(options, "include_usage", bool, "true or false")

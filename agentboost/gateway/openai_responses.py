@@ -27,12 +27,14 @@ from .protocol import (
     check_no_top_logprobs,
     check_stream,
     opt,
+    refuse_constrained,
+    refuse_forced_tool_choice,
     sse,
     text_of_parts,
     token_logprobs,
     tool_arguments,
     tool_result,
-    tool_spec,
+    tool_specs,
 )
 
 LOGPROBS = "message.output_text.logprobs"
@@ -139,18 +141,8 @@ def items_to_strands(items: Any) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def _tool_specs(tools: Any) -> list[dict[str, Any]] | None:
-    if not tools:
-        return None
-    if not isinstance(tools, list):
-        raise BadRequest("'tools' must be a list")
-    specs = []
-    for i, t in enumerate(tools):
-        if not isinstance(t, dict) or t.get("type", "function") != "function":
-            kind = t.get("type") if isinstance(t, dict) else type(t).__name__
-            raise BadRequest(f"tools[{i}]: only function tools are served (got {kind!r}): the policy has no hosted "
-                             "tools")
-        specs.append(tool_spec(t.get("name"), t.get("description"), t.get("parameters"), f"tools[{i}]"))
-    return specs
+    return tool_specs(tools, lambda t: t if t.get("type", "function") == "function" else None,
+                      "only function tools are served: the policy has no hosted tools")
 
 
 class Responses(Protocol):
@@ -164,12 +156,10 @@ class Responses(Protocol):
             raise BadRequest("request body must be a JSON object")
         ignored = check_fields(body, "the Responses API", HONOURED, NO_EFFECT, IGNORED_SETTINGS, REFUSED)
         if body.get("tool_choice") not in (None, "auto"):
-            raise BadRequest(f"'tool_choice' {json.dumps(body['tool_choice'])} is not served: a forced or disabled "
-                             "tool choice changes what the policy may sample, so the call could not be trained on")
+            refuse_forced_tool_choice(body["tool_choice"])
         fmt = (opt(body, "text", dict, "an object such as {\"format\": {\"type\": \"text\"}}") or {})
         if fmt.get("format") not in (None, {"type": "text"}):
-            raise BadRequest("'text.format' is not served: constrained decoding would sample from another "
-                             "distribution than the policy's")
+            refuse_constrained("text.format")
         if fmt.get("verbosity") is not None:
             ignored.append("text.verbosity")
         if body.get("truncation") not in (None, "disabled"):

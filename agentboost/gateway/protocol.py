@@ -157,6 +157,34 @@ def opt(body: dict[str, Any], key: str, kind: type | tuple[type, ...], what: str
     return v
 
 
+def refuse_forced_tool_choice(choice: Any) -> None:
+    raise BadRequest(f"'tool_choice' {json.dumps(choice)} is not served: a forced or disabled tool choice changes what "
+                     "the policy may sample, so the call could not be trained on")
+
+
+def refuse_constrained(field: str) -> None:
+    raise BadRequest(f"{field!r} is not served: constrained decoding would sample from another distribution than the "
+                     "policy's")
+
+
+def tool_specs(tools: Any, function: Callable[[Any], dict[str, Any] | None], expected: str) -> list[dict[str, Any]] | None:
+    """A request's tools as Strands tool specs: ``function(tool)`` gives a tool's (name,
+    description, parameters) as a dict, or None when it is not a function tool (refused:
+    ``expected`` says what is served)."""
+    if not tools:
+        return None
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be a list")
+    specs = []
+    for i, t in enumerate(tools):
+        fn = function(t) if isinstance(t, dict) else None
+        if fn is None:
+            kind = t.get("type") if isinstance(t, dict) else type(t).__name__
+            raise BadRequest(f"tools[{i}]: {expected} (got a tool of type {kind!r})")
+        specs.append(tool_spec(fn.get("name"), fn.get("description"), fn.get("parameters"), f"tools[{i}]"))
+    return specs
+
+
 def check_stream(body: dict[str, Any]) -> bool:
     return bool(opt(body, "stream", bool, "true or false"))
 
