@@ -54,3 +54,15 @@ def sdk_twin(model, tools, system_prompt):
     tool = PythonAgentTool(declared["name"], {"name": declared["name"], "description": declared["description"],
                                               "inputSchema": {"json": declared["input_schema"]}}, run)
     return Agent(model=model, tools=[tool], system_prompt=system_prompt, callback_handler=None)
+
+
+def forgetful(prompt, task):
+    """A client that forgets its history between its two calls (the second sends a conversation the
+    first does not extend): every episode splits, for the merge-rate gate."""
+    from openai import OpenAI
+
+    client = OpenAI(max_retries=0)
+    for text in (prompt, "Once more: " + prompt):
+        reply = client.chat.completions.create(model="policy", messages=[{"role": "system", "content": "Be brief."},
+                                                                        {"role": "user", "content": text}])
+    return reply.choices[0].message.content

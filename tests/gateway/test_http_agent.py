@@ -156,6 +156,21 @@ def test_train_trains_an_agent_in_its_own_process(tmp_path, smollm2_path, agent)
     assert c.returncode == 0, c.stdout + c.stderr
 
 
+@pytest.mark.slow
+def test_the_merge_rate_gate_fails_a_run_whose_episodes_split(tmp_path, smollm2_path):
+    """An agent that forgets its history between calls: every episode splits (rewritten_history), and
+    with run.max_split_share=0.5 the run fails at its first step naming the reason, episodes kept."""
+    run = tmp_path / "run"
+    r = cli("train", "--run-dir", str(run), str(REPO / "examples/gateway/http_agent.yaml"), "data.tasks_per_step=1",
+            "agent.command=", "agent.entry_point=http_agents:forgetful", "sampling.max_new_tokens=8",
+            "agent.max_model_calls=2", "run.max_split_share=0.5", "run.split_gate_min_episodes=2",
+            cwd=REPO, timeout=600, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO)])})
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "run failed: TooManySplits: step 1: 2 of the run's 2 episodes split" in r.stderr, r.stderr[-3000:]
+    assert "commonest split reasons: rewritten_history (2)" in r.stderr and "Traceback" not in r.stderr
+    assert (run / "episodes" / "step_000001.jsonl").is_file() and not (run / "checkpoints" / "latest").exists()
+
+
 def test_settings_for_an_agent_agentboost_builds_are_refused_for_an_http_agent_in_one_line():
     r = cli("rollout", "--prompt", "hi", "--agent-command", "python agent.py", "--tool", "m:t", cwd=REPO, timeout=120)
     assert r.returncode == 2 and "--agent-command and --agent-entry-point run your own agent" in r.stderr, r.stderr
