@@ -11,7 +11,10 @@ run, each in a process of its own: in-process, N trainable models on one event l
 ``TrainableModel.sample_turn``; through the gateway, the same N conversations as requests of the
 chosen protocol from a client process (aiohttp, one connection per session) to a gateway process.
 Per call: in-process, the time of ``sample_turn``; through the gateway, the time from sending the
-request to the parsed answer at the client. The added time per call (gateway minus in-process) at
+request to the parsed answer at the client (whose process freezes what it imported, as the gateway's
+does: ``sampling/completions_server.freeze_startup_objects``). Each process's garbage collections
+are counted, with the longest full one: a full collection over the imported libraries takes about
+200 ms, and in a server every request waits behind it. The added time per call (gateway minus in-process) at
 the median and the 99th percentile is what the targets are about (< 5 ms, < 20 ms); memory per
 session is each process's resident growth from before the sessions to after all their calls,
 divided by N. Every session's record is checked (ok, every call recorded, one sequence).
@@ -218,6 +221,27 @@ class ScaleSampler:
         return SampleResult(response_ids=list(ids), logprobs=[-0.5] * len(ids), finish_reason="stop")
 
 
+class GcPauses:
+    """The garbage collector's pauses in this process (``gc.callbacks``): every collection's time,
+    by generation, so that a latency percentile can be told apart from the collector's stops."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[int, float]] = []
+        self._t0 = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.pauses.append((info["generation"], time.perf_counter() - self._t0))
+
+    def summary(self) -> dict:
+        full = [d for g, d in self.pauses if g == 2]
+        return {"collections": len(self.pauses), "full": len(full), "full_max_ms": max(full, default=0) * 1e3,
+                "full_total_ms": sum(full) * 1e3}
+
+
 def rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -242,6 +266,7 @@ def inproc_role(a) -> dict:
     sampler, renderer = ScaleSampler(tok, a.turns), ChatRenderer(tok)
     gc.collect()
     rss0 = rss_bytes()
+    pauses = GcPauses()
     waits = think_times(a.sessions, a.turns, a.rate, a.seed)
     latencies: list[float] = []
 
@@ -268,7 +293,8 @@ def inproc_role(a) -> dict:
     wall = asyncio.run(all_sessions())
     rss1 = rss_bytes()
     assert all(len(m.calls) == a.turns and m.rerenders == 0 for m in models)
-    return {"latencies": latencies, "wall_s": wall, "bytes_per_session": (rss1 - rss0) / a.sessions}
+    return {"latencies": latencies, "wall_s": wall, "bytes_per_session": (rss1 - rss0) / a.sessions,
+            "gc": pauses.summary()}
 
 
 def server_role(a) -> None:
@@ -279,16 +305,19 @@ def server_role(a) -> None:
     gw.start_in_thread()
     gc.collect()
     rss0 = rss_bytes()
+    pauses = GcPauses()
     sessions = [gw.open_session({"task_id": f"t{i}"}) for i in range(a.sessions)]
-    api = "anthropic" if a.api == "anthropic" else "openai"
-    print(json.dumps({"sessions": [[gw.base_url(s, api=api), s.key] for s in sessions]}), flush=True)
+    # the client appends the protocol's route to /v1 (an Anthropic client would append /v1/messages
+    # to the base without it: the same URL)
+    print(json.dumps({"sessions": [[gw.base_url(s), s.key] for s in sessions]}), flush=True)
     sys.stdin.readline()
     rss1 = rss_bytes()
     episodes = [gw.finish(s) for s in sessions]
     gw.stop_thread()
     bad = [(ep.status, ep.error, len(ep.calls), len(ep.segments)) for ep in episodes
            if ep.status != "ok" or len(ep.calls) != a.turns or len(ep.segments) != 1]
-    print(json.dumps({"bytes_per_session": (rss1 - rss0) / a.sessions, "bad": bad[:3], "n_bad": len(bad)}), flush=True)
+    print(json.dumps({"bytes_per_session": (rss1 - rss0) / a.sessions, "bad": bad[:3], "n_bad": len(bad),
+                      "gc": pauses.summary()}), flush=True)
 
 
 def request_body(api: str, msgs: list[dict]) -> tuple[str, dict]:
@@ -354,6 +383,13 @@ def through_gateway_paced(a) -> dict:
     try:
         sessions = json.loads(proc.stdout.readline())["sessions"]
         waits = think_times(a.sessions, a.turns, a.rate, a.seed)
+        # the client is tuned as the gateway is (its own full collections over what this process
+        # imported would be the client's pauses, not the gateway's); the in-process path is not:
+        # it runs as an agent's process runs
+        if os.environ.get("AGENTBOOST_GC_FREEZE", "1") != "0":
+            gc.collect()
+            gc.freeze()
+        pauses = GcPauses()
         latencies: list[float] = []
 
         async def session(i: int, base: str, key: str):
@@ -382,7 +418,9 @@ def through_gateway_paced(a) -> dict:
         proc.stdin.flush()
         server = json.loads(proc.stdout.readline())
         assert server["n_bad"] == 0, server["bad"]
-        return {"latencies": latencies, "wall_s": wall, "bytes_per_session": server["bytes_per_session"]}
+        gc.callbacks.remove(pauses._callback)
+        return {"latencies": latencies, "wall_s": wall, "bytes_per_session": server["bytes_per_session"],
+                "gc": server["gc"], "client_gc": pauses.summary()}
     finally:
         proc.kill()
         proc.wait()
@@ -411,6 +449,14 @@ def scale_main(a) -> None:
         print(f"{k:<12}{len(xs):>7}{pct(xs, .5) * 1e3:>11.2f}{pct(xs, .9) * 1e3:>9.2f}{pct(xs, .99) * 1e3:>9.2f}"
               f"{max(xs) * 1e3:>9.2f}{statistics.mean(r['wall_s'] for r in v):>9.1f}"
               f"{statistics.mean(r['bytes_per_session'] for r in v) / 1024:>13.1f}")
+    for k, v in runs.items():
+        for r in v:
+            for who in ("gc", "client_gc"):
+                if who in r:
+                    g = r[who]
+                    print(f"{k} {'client' if who == 'client_gc' else 'process' if k == 'in-process' else 'server'}: "
+                          f"{g['collections']} collections, {g['full']} full (longest {g['full_max_ms']:.0f} ms, "
+                          f"{g['full_total_ms']:.0f} ms in all)")
     added_med = (pct(lat["gateway"], .5) - pct(lat["in-process"], .5)) * 1e3
     added_p99 = (pct(lat["gateway"], .99) - pct(lat["in-process"], .99)) * 1e3
     ratio = pct(lat["gateway"], .5) / pct(lat["in-process"], .5)
