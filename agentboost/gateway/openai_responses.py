@@ -221,7 +221,7 @@ class Responses(Protocol):
                 "previous_response_id": echo.get("previous_response_id"), "store": echo.get("store", True),
                 "temperature": None, "top_p": None, "truncation": "disabled", "user": echo.get("user"),
                 "text": {"format": {"type": "text"}},
-                "usage": {"input_tokens": p, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": c,
+                "usage": {"input_tokens": p, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0}, "output_tokens": c,
                           "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": p + c} if done else None}
 
     def answer(self, turn: SampledTurn, call: Call, reply: Reply) -> dict[str, Any]:
