@@ -37,9 +37,9 @@ def test_a_policy_server_that_is_down_aborts_the_episode(smollm2_path):
     from transformers import AutoTokenizer
 
     from agentboost.agents.chat_rendering import ChatRenderer
-    from agentboost.agents.episode_runner import run_episode
     from agentboost.agents.strands_agent import StrandsAgentSpec
     from agentboost.environments.strands_env import StrandsEnv
+    from agentboost.rollout.episode_runner import run_episode
     from agentboost.sampling.http_sampler import HttpSampler
     from agentboost.sampling.protocol import SamplingParams
 
