@@ -17,7 +17,7 @@ from strands.types.exceptions import ModelThrottledException
 from agentboost.episodes.record import Episode, Status
 from agentboost.models.chat import ChatModelSpec, is_outage
 from agentboost.rewards.groups import apply_group_policy
-from agentboost.trainer import health
+from agentboost.run import health
 from agentboost.trainer.batch import rows_from_episodes
 
 
