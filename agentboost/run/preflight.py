@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
-from .agent_setup import agent_spec, check_config_sandbox, environment
+from ..errors import InputError
+from .assembly import agent_spec, check_config_sandbox, environment
 from .config import ConfigError, TrainConfig
 
 
@@ -57,8 +59,6 @@ def preflight(cfg: TrainConfig, where: str = "config", load_data: bool = True) -
 
     check_model_path(cfg.model.path)
     check_device(cfg.model.device)
-    from .warm_start import warm_start_tasks
-
     warm_start_tasks(cfg, where)  # every demonstrated task has a solution
     agent_spec(cfg).validate()
     environment(cfg).validate()
@@ -72,3 +72,29 @@ def preflight(cfg: TrainConfig, where: str = "config", load_data: bool = True) -
     warning = check_config_sandbox(cfg)
     return [warning] if warning else []
 
+
+def warm_start_tasks(cfg: TrainConfig, where: str = "config") -> list[dict[str, Any]]:
+    """The tasks to demonstrate, each with a valid ``solution``; [] without a warm start. Called by
+    the preflight, so a task without a solution is refused before the model loads."""
+    ws = cfg.warm_start
+    if not ws.demonstrations:
+        return []
+    from ..agents.demonstrations import check_solution
+    from ..tasks import load_tasks
+
+    path = ws.tasks_file or cfg.data.train_file
+    key = "warm_start.tasks_file" if ws.tasks_file else "data.train_file"
+    if not Path(path).is_file():
+        raise ConfigError(f"{where}: {key} {path} does not exist")
+    tasks = load_tasks(path, question_field=cfg.data.question_field)
+    if len(tasks) < ws.demonstrations:
+        raise ConfigError(f"{where}: warm_start.demonstrations is {ws.demonstrations} but {key} ({path}) "
+                          f"holds {len(tasks)} tasks")
+    chosen = tasks[: ws.demonstrations]
+    for task in chosen:
+        try:
+            check_solution(task)
+        except InputError as e:
+            raise ConfigError(f"{where}: warm_start needs a 'solution' in each of the first "
+                              f"{ws.demonstrations} tasks of {key} ({path}): {e}") from None
+    return chosen

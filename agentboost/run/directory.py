@@ -1,5 +1,5 @@
-"""A run directory's life, shared by the weights trainer (``loop.py``) and the prompt trainer
-(``prompt_training.py``): the saved configuration a resume reads, and the directory made ready
+"""A run directory's life, shared by the weights trainer (``trainer/loop.py``) and the prompt trainer
+(``trainer/prompt/loop.py``): the saved configuration a resume reads, and the directory made ready
 (only after every check has passed, so a refused run leaves nothing behind)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Training the prompt when the weights stay as they are (``algorithm.policy: prompt``).
 
-The policy is the agent's prompt (``trainer/prompt_policy.py``). Each step samples GRPO groups with
+The policy is the agent's prompt (``run/prompt_policy.py``). Each step samples GRPO groups with
 the current prompt, exactly as a weights run does (the same pool, rewards, group policy and
 advantages), and turns them into candidate prompts, each tier switchable:
 
@@ -12,7 +12,7 @@ advantages), and turns them into candidate prompts, each tier switchable:
     high- and low-advantage episodes and proposes an instruction.
 
 The gate: every candidate runs on held-out tasks with the same seeds as the current prompt, and the
-two are compared with ``eval``'s paired test (``evaluation.paired_comparison``, the one
+two are compared with ``eval``'s paired test (``evaluation/statistics.py``, the one
 implementation of those statistics). Only a significant improvement (p below
 ``prompt.gate_alpha`` and a mean difference of at least ``prompt.gate_min_effect``) is accepted;
 every candidate, accepted or not, is kept in the policy's history with its figures and logged in
@@ -38,29 +38,30 @@ from typing import Any
 
 import numpy as np
 
-from ..agents.strands_agent import AgentSpecError, check_history
-from ..agents.strands_process_pool import StrandsProcessPool, ensure_not_spawning
-from ..episodes.passk import pass_at_k
-from ..episodes.record import STATUSES, Episode, EpisodeWriter
-from ..episodes.summary import success_ci95, tool_use_metrics
-from ..errors import InputError
-from ..files import atomic_directory, atomic_write_text
-from ..imports import ImportPathError, import_object
-from ..models.chat import chat_model_spec
-from ..rewards.groups import apply_group_policy
-from ..sampling.protocol import SamplingParams
-from ..sampling.spec import SamplerSpec
-from ..tasks import load_tasks
-from . import health
-from . import loss as losses
-from .agent_setup import agent_spec, environment
-from .checkpoint import newest_intact, write_manifest
-from .config import ConfigError, TrainConfig
-from .evaluation import describe, paired_comparison
-from .metrics import MetricsLogger, figure_text, validation_figure, validation_sample
-from .preflight import preflight
-from .prompt_policy import FILE_NAME, Demonstration, PromptPolicy
-from .run_dir import prepare_run_dir, saved_config
+from ...agents.strands_agent import AgentSpecError, check_history
+from ...episodes.passk import pass_at_k
+from ...episodes.record import STATUSES, Episode, EpisodeWriter
+from ...episodes.summary import success_ci95, tool_use_metrics
+from ...errors import InputError
+from ...evaluation.evaluate import describe
+from ...evaluation.statistics import paired_comparison
+from ...files import atomic_directory, atomic_write_text
+from ...imports import ImportPathError, import_object
+from ...models.chat import chat_model_spec
+from ...rewards.groups import apply_group_policy
+from ...rollout.pool import StrandsProcessPool, ensure_not_spawning
+from ...run import health
+from ...run.assembly import agent_spec, environment
+from ...run.checkpoint import newest_intact, write_manifest
+from ...run.config import ConfigError, TrainConfig
+from ...run.directory import prepare_run_dir, saved_config
+from ...run.metrics import MetricsLogger, figure_text, validation_figure, validation_sample
+from ...run.preflight import preflight
+from ...run.prompt_policy import FILE_NAME, Demonstration, PromptPolicy
+from ...sampling.protocol import SamplingParams
+from ...sampling.spec import SamplerSpec
+from ...tasks import load_tasks
+from .. import loss as losses
 
 
 class PromptTrainingError(InputError):
@@ -155,7 +156,7 @@ to add to the system prompt so that the agent does it every time. Reply with the
 def strands_optimizer(contrast: Contrast, provider: str, model_id: str, api_key_env: str = "",
                       max_tokens: int = 200, **model_kwargs: Any) -> str | None:
     """A reflective optimizer backed by any Strands model provider (``prompt.optimizer:
-    agentboost.trainer.prompt_training:strands_optimizer``, its options in
+    agentboost.trainer.prompt.loop:strands_optimizer``, its options in
     ``prompt.optimizer_options``): ``provider`` is ``anthropic``, ``openai``, ``bedrock``, ``litellm``
     or ``ollama`` (Strands' model classes), the key is read from the environment variable
     ``api_key_env`` at the call and never written anywhere. The model is separate from the policy."""
@@ -237,7 +238,7 @@ class PromptTrainer:
         self.val_tasks = (load_tasks(cfg.data.val_file, question_field=cfg.data.question_field)[: cfg.validation.max_tasks]
                           if cfg.data.val_file else [])
         if p.demonstrations and p.demonstration_source == "solutions":
-            from ..agents.demonstrations import check_solution
+            from ...agents.demonstrations import check_solution
 
             for t in self.train_tasks:  # before anything runs: a row without one is named
                 try:
@@ -266,7 +267,7 @@ class PromptTrainer:
         prepare_run_dir(cfg, self.run_dir, resume, log)
         random.seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
-        from .loop import TaskStream
+        from ..loop import TaskStream
 
         self.stream = TaskStream(self.train_tasks, cfg.data.tasks_per_step, cfg.run.seed, cfg.data.shuffle)
         self.base_spec, self.env = agent_spec(cfg), environment(cfg)
@@ -288,9 +289,9 @@ class PromptTrainer:
             raise
 
     def _start_server(self) -> None:
-        from ..models.loading import load_policy, resolve_model_path
-        from ..sampling.policy_server import start_policy_server
-        from .policy_engine import server_options
+        from ...models.loading import load_policy, resolve_model_path
+        from ...run.policy_engine import server_options
+        from ...sampling.policy_server import start_policy_server
 
         cfg = self.cfg
         self.model_path = str(resolve_model_path(cfg.model.path))
@@ -307,7 +308,7 @@ class PromptTrainer:
         self.policy_file = str(self.server.policy_file) if self.engine_name == "vllm" else None
 
     def _resume(self) -> None:
-        from .prompt_policy import load_prompt_policy
+        from ...run.prompt_policy import load_prompt_policy
 
         ckpt = newest_intact(self.run_dir)
         state = json.loads((ckpt / "trainer_state.json").read_text())
@@ -384,7 +385,7 @@ class PromptTrainer:
         signal.signal(signal.SIGTERM, lambda *_: self.request_stop("stopped by SIGTERM"))
 
     def _budget_reason(self) -> str | None:
-        from .loop import budget_reason
+        from ..loop import budget_reason
 
         # checked between steps, as the other budgets: a step's gates may go past it
         return budget_reason(self.cfg.run, self.step, self.elapsed(), self.stop_requested, tokens_usd=self.cost_usd,
@@ -412,7 +413,7 @@ class PromptTrainer:
             if self.val_tasks and not self.stop_requested and not (self.validations
                                                                    and self.validations[-1]["step"] == self.step):
                 self.validate()
-            from .metrics import draw_plots
+            from ...run.metrics import draw_plots
 
             draw_plots(self.run_dir)
             accepted = [h for h in self.policy.history if h["accepted"]]
@@ -521,7 +522,7 @@ class PromptTrainer:
         if p.demonstration_source in ("policy", "auto"):
             demos = policy_demonstrations(episodes, advantages, p.demonstrations_per_candidate, step, have)
         if p.demonstration_source == "solutions" or (p.demonstration_source == "auto" and not demos):
-            from ..agents.demonstrations import check_solution
+            from ...agents.demonstrations import check_solution
 
             def solvable(t):
                 try:
@@ -531,7 +532,7 @@ class PromptTrainer:
 
             todo = [t for t in tasks if str(t["task_id"]) not in have and solvable(t)][: p.demonstrations_per_candidate]
             if todo:
-                from .warm_start import demonstrate
+                from ..warm_start import demonstrate
 
                 played = demonstrate(self.cfg, todo, self.base_spec, self.env, self.model_path,
                                      self.run_dir / "prompt_demonstrations")
@@ -587,7 +588,7 @@ class PromptTrainer:
             self.policy = candidate
             self._gate_cache = (candidate, cand)
         self.metrics.log_event({"event": "prompt_candidate", **entry})
-        from .evaluation import difference_text
+        from ...evaluation.statistics import difference_text
 
         self.log(f"step {step} {tier} candidate: tools {new.tool_call_rate:.2f} vs {old.tool_call_rate:.2f}, "
                  + difference_text(new.success_rate, old.success_rate, test.mean_difference, test.ci95, test.p_value,
@@ -635,7 +636,7 @@ class PromptTrainer:
 
     def _first_val_episodes(self) -> list[Episode] | None:
         if self._first_val is None and self.validations:  # resumed: read the first validation back
-            from ..episodes.record import read_episodes
+            from ...episodes.record import read_episodes
 
             path = self.run_dir / "episodes" / f"val_step_{self.validations[0]['step']:06d}.jsonl"
             if path.is_file():
@@ -673,20 +674,3 @@ class PromptTrainer:
                          f"  diff {g['mean_difference']:+.3f} p {g['p_value']:.4f}  "
                          f"{'accepted v' + str(h['version']) if h['accepted'] else 'rejected'}")
         return "\n".join(lines)
-
-
-def trainer_for(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False, log=print):
-    """The trainer ``algorithm.policy`` names: ``Trainer`` (weights) or ``PromptTrainer`` (a resumed
-    run: its saved config's)."""
-    from .loop import Trainer
-
-    policy = cfg.algorithm.policy if cfg is not None else None
-    if resume:
-        import yaml
-
-        saved = Path(run_dir) / "config.yaml"
-        data = yaml.safe_load(saved.read_text()) if saved.is_file() else {}
-        policy = ((data or {}).get("algorithm") or {}).get("policy", "weights")
-    cls = PromptTrainer if policy == "prompt" else Trainer
-    return cls(cfg, run_dir, resume=resume, log=log)
-

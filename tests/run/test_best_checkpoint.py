@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from agentboost.trainer.checkpoint import (
+from agentboost.run.checkpoint import (
     CheckpointError,
     best_checkpoint,
     resolve_checkpoint,

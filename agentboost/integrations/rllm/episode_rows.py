@@ -12,15 +12,15 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ...episodes.record import Episode
-from ..rows import EpisodeRow
-from ..rows import episode_row as shared_episode_row
+from ..episode_rows import EpisodeRow
+from ..episode_rows import episode_row as shared_episode_row
 
 __all__ = ["EpisodeRow", "batch_tensors", "episode_row"]
 
 
 def episode_row(ep: Episode, max_prompt_length: int, max_response_length: int, failed_reward: float,
                 pad_token_id: int) -> EpisodeRow:
-    """The row for one episode (``integrations.rows.episode_row``, the one conversion, under rLLM's
+    """The row for one episode (``integrations.episode_rows.episode_row``, the one conversion, under rLLM's
     limits). An episode whose sequence cannot fit is marked ``truncated`` with the failed reward
     (its score no longer describes what is trained), never silently cut."""
     if ep.reward is None and not ep.aborted:  # an aborted one has none by design: no outcome

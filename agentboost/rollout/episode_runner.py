@@ -8,6 +8,11 @@ import time
 import uuid
 from typing import Any
 
+from ..agents.chat_rendering import ChatRenderer
+from ..agents.http_agent import HttpAgentSpec
+from ..agents.recording import final_answer, jsonable, record_calls, tool_call_records  # noqa: F401 (their former home)
+from ..agents.strands_agent import StrandsAgentSpec
+from ..agents.trainable_model import EpisodeLimitReached, TrainableModel
 from ..environments.strands_env import ConversationEnded, StrandsEnv
 from ..episodes.record import Episode, Status
 from ..models.chat import ChatModelSpec, is_outage, redact
@@ -18,11 +23,6 @@ from ..sampling.protocol import (
     SamplingParams,
     derive_seed,
 )
-from .chat_rendering import ChatRenderer
-from .http_agent import HttpAgentSpec
-from .recording import final_answer, jsonable, record_calls, tool_call_records  # noqa: F401 (their former home)
-from .strands_agent import StrandsAgentSpec
-from .trainable_model import EpisodeLimitReached, TrainableModel
 
 
 def _causes(e: BaseException):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from agentboost.trainer.config import (
+from agentboost.run.config import (
     ConfigError,
     config_from_dict,
     load_config,

@@ -1,4 +1,4 @@
-"""The local sampler: one HF model in one process, batching concurrent requests.
+"""The hf engine (``rollout.engine: hf``): one HF model in one process, batching concurrent requests.
 
 Requests arrive from any thread or event loop; a single engine thread gathers those waiting
 (up to ``max_batch_size``; while requests keep arriving less than ``batch_wait_s`` apart, for at
@@ -35,6 +35,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from ..episodes.record import shared_prefix_len
+from ..moved import renamed
 from .protocol import SamplerError, SampleResult, SamplingParams
 
 SCHEDULES = ("oldest-episode", "fifo")  # fifo: arrival order, the baseline benchmarks compare with
@@ -119,7 +120,7 @@ class _Lineage:
         return None
 
 
-class LocalEngine:
+class HFEngine:
     def __init__(self, model, tokenizer, max_batch_size: int = 8, batch_wait_s: float = 0.01,
                  device: str | None = None, min_shared_prefix: int = 32, schedule: str = "oldest-episode",
                  continuation_wait_s: float = 0.5):
@@ -150,7 +151,7 @@ class LocalEngine:
         self._thread.start()
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str, **kwargs) -> "LocalEngine":
+    def from_pretrained(cls, name_or_path: str, **kwargs) -> "HFEngine":
         from ..models.loading import load_policy
 
         model, tok = load_policy(name_or_path)
@@ -368,8 +369,12 @@ class LocalEngine:
 class EngineSampler:
     """The local engine behind the async sampler protocol, for callers in the same process."""
 
-    def __init__(self, engine: LocalEngine):
+    def __init__(self, engine: HFEngine):
         self.engine = engine
 
     async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
         return await asyncio.wrap_future(self.engine.submit(prompt_ids, params))
+
+
+# the engine users call ``hf`` (``rollout.engine: hf``) was ``LocalEngine`` before 0.2
+__getattr__ = renamed(__name__, {"LocalEngine": "HFEngine"})

@@ -38,11 +38,11 @@ class CpuRolloutPolicy:
 
     def __init__(self, model_path: str, max_batch_size: int = 16, seed: int = 0):
         from ..models.loading import load_policy
-        from ..sampling.local_engine import LocalEngine
+        from ..sampling.hf_engine import HFEngine
 
         torch.manual_seed(seed)
         model, tokenizer = load_policy(model_path)
-        self.engine = LocalEngine(model.eval(), tokenizer, max_batch_size=max_batch_size)
+        self.engine = HFEngine(model.eval(), tokenizer, max_batch_size=max_batch_size)
         # the weights it started from, to say how far each update moved the served policy
         self.initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
         self.version = 0  # which trained weights are served (0: the weights it started from)

@@ -6,8 +6,8 @@ import json
 
 from helpers import REPO, cli
 
-from agentboost.trainer.config import load_config
-from agentboost.trainer.config_reference import markdown, rows
+from agentboost.run.config import load_config
+from agentboost.run.config_reference import markdown, rows
 
 
 def test_every_key_has_a_meaning_and_takes_its_default():

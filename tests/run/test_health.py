@@ -12,8 +12,9 @@ from helpers import REPO, cli, model_call
 
 from agentboost.episodes.record import Episode, Status, build_segments
 from agentboost.errors import RunFailed
-from agentboost.trainer import health, loop
-from agentboost.trainer.config import ConfigError, load_config
+from agentboost.run import health
+from agentboost.run.config import ConfigError, load_config
+from agentboost.trainer import loop
 
 SMOKE = str(REPO / "examples/quickstart/smoke.yaml")
 SMALL = ["data.tasks_per_step=2", "data.group_size=2", "sampling.max_new_tokens=16", "validation.max_tasks=2",

@@ -1,7 +1,7 @@
 """Every training configuration key with its type, default, bounds or choices and meaning, read
-from the schema itself (``trainer/config.py``: the dataclasses, their comments, ``BOUNDS`` and the
+from the schema itself (``run/config.py``: the dataclasses, their comments, ``BOUNDS`` and the
 choices the validation checks), never from a hand-kept copy. ``agentboost config`` prints it;
-``docs/configuration.md`` is its markdown, kept equal by ``tests/trainer/test_config_reference.py``."""
+``docs/configuration.md`` is its markdown, kept equal by ``tests/run/test_config_reference.py``."""
 
 from __future__ import annotations
 

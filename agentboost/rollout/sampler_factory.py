@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from ..agents.chat_rendering import ChatRenderer
 from ..imports import import_object
 from ..models.chat import ChatModelSpec, chat_model_spec
 from ..sampling.protocol import Sampler
 from ..sampling.spec import SamplerSpec
-from .chat_rendering import ChatRenderer
 
 
 class SamplerFactory:

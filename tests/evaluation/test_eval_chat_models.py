@@ -170,9 +170,9 @@ def test_a_group_judged_eval_writes_each_episode_once_with_its_score_and_resumes
     """A group-ranking judge scores a task's episodes together after they ran: the episodes file
     then holds each (task, sample) once, with the judge's score, and a rerun with the judge down
     runs and judges nothing (a judge call would abort the group) and reads the same scores back."""
+    from agentboost.evaluation.evaluate import run_policy
+    from agentboost.run.config import load_config
     from agentboost.tasks import load_tasks
-    from agentboost.trainer.config import load_config
-    from agentboost.trainer.evaluation import run_policy
 
     one = {"type": "object", "required": ["score", "reason"],
            "properties": {"score": {"type": "number", "minimum": 0, "maximum": 1},

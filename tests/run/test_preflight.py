@@ -1,4 +1,4 @@
-"""One check before a run (``trainer/preflight.py``): whatever a configuration names that would
+"""One check before a run (``run/preflight.py``): whatever a configuration names that would
 fail after the model loads is refused first, in one line, by ``train``, ``train --check``, the
 Python API and the job service alike; and no override value, however odd, gets past it as
 anything but a one-line ``InputError``."""
@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentboost.errors import InputError
+from agentboost.run.config import TrainConfig, load_config
+from agentboost.run.preflight import preflight
 from agentboost.sampling import completions_server
 from agentboost.sampling.http_sampler import HttpSampler
 from agentboost.sampling.protocol import PromptTooLongError, SamplingParams
-from agentboost.trainer.config import TrainConfig, load_config
-from agentboost.trainer.preflight import preflight
 
 SMOKE = str(REPO / "examples/quickstart/smoke.yaml")
 

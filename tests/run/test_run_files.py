@@ -10,9 +10,10 @@ from contextlib import contextmanager
 import pytest
 from helpers import REPO, cli
 
-from agentboost.trainer import health, loop
-from agentboost.trainer.checkpoint import verify_checkpoint
-from agentboost.trainer.config import load_config
+from agentboost.run import health
+from agentboost.run.checkpoint import verify_checkpoint
+from agentboost.run.config import load_config
+from agentboost.trainer import loop
 
 SMOKE = str(REPO / "examples/quickstart/smoke.yaml")
 SMALL = ["data.tasks_per_step=2", "data.group_size=2", "sampling.max_new_tokens=16", "validation.max_tasks=2",

@@ -7,7 +7,7 @@ import helpers
 import pytest
 from helpers import REPO
 
-from agentboost.trainer.evaluation import EvalInputError, paired_comparison
+from agentboost.evaluation.statistics import EvalInputError, paired_comparison
 
 cli = partial(helpers.cli, timeout=600, cwd=REPO)
 

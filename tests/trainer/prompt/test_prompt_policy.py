@@ -17,16 +17,16 @@ from helpers import cli
 from agentboost.agents.demonstrations import solution_policy
 from agentboost.agents.strands_agent import AgentSpecError, StrandsAgentSpec
 from agentboost.episodes.record import read_episodes
-from agentboost.sampling.protocol import SamplingParams
-from agentboost.sampling.scripted import ScriptedTurn
-from agentboost.sampling.spec import SamplerSpec
-from agentboost.trainer.config import ConfigError, load_config
-from agentboost.trainer.prompt_policy import (
+from agentboost.run.config import ConfigError, load_config
+from agentboost.run.prompt_policy import (
     Demonstration,
     PromptPolicy,
     PromptPolicyError,
     load_prompt_policy,
 )
+from agentboost.sampling.protocol import SamplingParams
+from agentboost.sampling.scripted import ScriptedTurn
+from agentboost.sampling.spec import SamplerSpec
 
 HELPFUL = "Use the calculator for every sum."
 HARMFUL = "Answer from memory, never use tools."
@@ -104,8 +104,8 @@ def test_artifact_round_trips_and_refuses_bad_files(tmp_path):
 
 def test_a_weights_run_starts_from_a_prompt_policy(tmp_path):
     """agent.prompt_policy: GRPO from the improved prompt (prompt first, then weights)."""
-    from agentboost.trainer.agent_setup import agent_spec
-    from agentboost.trainer.preflight import preflight
+    from agentboost.run.assembly import agent_spec
+    from agentboost.run.preflight import preflight
 
     train = _write(tmp_path / "train.jsonl", _tasks(4))
     path = PromptPolicy(system_prompt="Be exact.", instructions=[HELPFUL], demonstrations=[_demo()]).save(tmp_path / "p.json")
@@ -132,8 +132,8 @@ def test_config_refuses_a_prompt_run_that_cannot_train(tmp_path):
 def test_history_turns_are_prompt_not_episode(tmp_path, smollm2_path):
     """Demonstrations sit in the agent's history: the model's first prompt holds them (loss mask 0),
     the episode's messages, tool calls and answer are its own."""
-    from agentboost.agents.strands_process_pool import StrandsProcessPool
     from agentboost.environments.strands_env import StrandsEnv
+    from agentboost.rollout.pool import StrandsProcessPool
 
     tasks = _tasks(2)
     path = _write(tmp_path / "tasks.jsonl", tasks)
@@ -178,7 +178,7 @@ def _scripted(smollm2_path, gate):
 
 
 def test_gate_rejects_a_harmful_edit_and_accepts_a_helpful_one(tmp_path, smollm2_path):
-    from agentboost.trainer.prompt_training import PromptTrainer
+    from agentboost.trainer.prompt.loop import PromptTrainer
 
     path, gate = _prompt_config(tmp_path, demonstrations=False,
                                 optimizer="test_prompt_policy:scripted_optimizer",
@@ -211,7 +211,8 @@ def test_gate_rejects_a_harmful_edit_and_accepts_a_helpful_one(tmp_path, smollm2
 def test_demonstrations_checkpoint_resume_and_rollout(tmp_path, smollm2_path):
     """Tier (a) from solutions; the policy in each checkpoint; a resumed run goes on from it; the
     artifact drives ``rollout --prompt-policy``."""
-    from agentboost.trainer.prompt_training import PromptTrainer, trainer_for
+    from agentboost.trainer.dispatch import trainer_for
+    from agentboost.trainer.prompt.loop import PromptTrainer
 
     path, gate = _prompt_config(tmp_path, demonstration_source="solutions", demonstrations_per_candidate=1,
                                 max_demonstrations=2, instruction_pool=[HELPFUL])
@@ -259,7 +260,7 @@ def test_demonstrations_checkpoint_resume_and_rollout(tmp_path, smollm2_path):
 def test_eval_prompt_policy_runs_the_model_side_with_it(tmp_path):
     """``eval --prompt-policy`` on the embedded model: the model's side has the demonstrations in
     its prompt, the baseline's has not; both are compared with the paired test."""
-    from agentboost.trainer.evaluation import evaluate
+    from agentboost.evaluation.evaluate import evaluate
 
     policy = PromptPolicy(system_prompt="You are a helpful assistant with a calculator tool.",
                           demonstrations=[_demo()]).save(tmp_path / "p.json")
@@ -285,7 +286,7 @@ def test_a_chat_model_policy_and_its_token_costs(tmp_path):
 
     from agentboost.models.chat import chat_model_spec
     from agentboost.serving.router import build_router
-    from agentboost.trainer.prompt_training import PromptTrainer
+    from agentboost.trainer.prompt.loop import PromptTrainer
 
     assert chat_model_spec({"provider": "openai", "model_id": "m"}).cost_usd(2_000, 500) == 0.0
     path, gate = _prompt_config(tmp_path, demonstrations=False, instruction_pool=[HELPFUL], gate_tasks=2,

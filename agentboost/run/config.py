@@ -78,7 +78,7 @@ class AgentConfig:
     # module:function(model, tools, system_prompt) -> strands.Agent, for agents with their own
     # conversation managers, hooks or state; "" builds a plain Strands Agent
     factory: str = ""
-    # a prompt policy (trainer/prompt_policy.py) the agent runs with: its system prompt, instructions
+    # a prompt policy (run/prompt_policy.py) the agent runs with: its system prompt, instructions
     # and demonstration turns replace agent.system_prompt; a prompt_policy.json, a checkpoint or a
     # prompt-training run directory (its newest intact checkpoint). "": none. Prompt first, then GRPO
     # from the improved prompt: a weights run that names the prompt run's policy here
@@ -155,7 +155,7 @@ class AlgorithmConfig:
     # prompt: demonstrations, instructions and edits proposed from the groups' advantages, each kept
     # only if it wins a paired test on held-out tasks; no weight changes, see the prompt section)
     policy: str = "weights"
-    adv_estimator: str = "grpo"  # any estimator veRL registers that needs no critic (see trainer/loss.py)
+    adv_estimator: str = "grpo"  # any estimator veRL registers that needs no critic (see run/algorithm.py)
     policy_loss: str = "vanilla"  # any policy loss veRL registers: vanilla (PPO clip), gspo, gpg, cispo, ...
     norm_adv_by_std: bool = True  # divide group advantages by the group's standard deviation
     clip_ratio_low: float = 0.2  # PPO clip below 1
@@ -169,7 +169,7 @@ class AlgorithmConfig:
 
 @dataclass
 class PromptConfig:
-    """The prompt policy (``algorithm.policy: prompt``, trainer/prompt_training.py): candidates from
+    """The prompt policy (``algorithm.policy: prompt``, trainer/prompt/loop.py): candidates from
     each step's groups, a paired test on held-out tasks that keeps only a significant improvement."""
     # tier (a): the step's highest-advantage successful episodes become demonstration turns
     demonstrations: bool = True
@@ -182,8 +182,8 @@ class PromptConfig:
     # tier (b): instructions to try, one candidate each, appended to the system prompt in turn; []: none
     instruction_pool: list[str] = field(default_factory=list)
     # tier (c): module:function(contrast, **optimizer_options) -> an instruction (text) or None, given
-    # high- and low-advantage episodes of a step (prompt_training.Contrast); "": none.
-    # agentboost.trainer.prompt_training:strands_optimizer asks any Strands model provider
+    # high- and low-advantage episodes of a step (trainer.prompt.loop.Contrast); "": none.
+    # agentboost.trainer.prompt.loop:strands_optimizer asks any Strands model provider
     optimizer: str = ""
     # the optimizer's keyword arguments, e.g. {provider: anthropic, model_id: ..., api_key_env: ANTHROPIC_API_KEY}
     # (the key is read from that environment variable at call time, never written anywhere)
@@ -232,7 +232,7 @@ class RunConfig:
     wandb_project: str = ""  # set to log to W&B (WANDB_MODE=offline works)
     prometheus_port: int = 0  # > 0: this run's metrics at http://127.0.0.1:PORT/metrics
     # a step in which this share of episodes failed (timeout, crash, error) stops the run with the
-    # commonest errors (trainer/health.py); 1.0: only a step in which every episode failed
+    # commonest errors (run/health.py); 1.0: only a step in which every episode failed
     max_failed_share: float = 1.0
     # after SIGTERM the step in progress may finish (then a checkpoint) for this long; past it (or
     # at a second SIGTERM) the step is abandoned and the run stops at its last checkpoint
@@ -287,7 +287,7 @@ def _choices() -> dict[str, tuple[str, ...]]:
     from ..agents.tool_parsers import registered_tool_parsers
     from ..reasoning import reasoning_formats
     from ..rewards.groups import GROUP_POLICIES
-    from .loss import advantage_estimators, policy_losses
+    from .algorithm import advantage_estimators, policy_losses
 
     return {
         "model.dtype": ("float32", "bfloat16", "float16", "auto"),
@@ -470,7 +470,7 @@ def use_code_paths(cfg: TrainConfig) -> None:
 
 
 def validate(cfg: TrainConfig, where: str, for_training: bool = True) -> None:
-    from .loss import (
+    from .algorithm import (
         AlgorithmError,
         actor_config,
         advantage_estimators,

@@ -35,10 +35,10 @@ from multiprocessing.connection import wait as mp_wait
 from statistics import quantiles
 from typing import Any, Callable, Iterable
 
+from ..agents.strands_agent import StrandsAgentSpec
 from ..environments.strands_env import StrandsEnv
 from ..episodes.record import Episode, Status
 from ..sampling.spec import SamplerSpec
-from .strands_agent import StrandsAgentSpec
 
 
 @dataclass
@@ -251,7 +251,7 @@ class StrandsProcessPool:
             pass
 
     def _spawn(self) -> None:
-        from .strands_worker import worker_main
+        from .worker import worker_main
 
         parent, child = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(target=worker_main, name="agentboost-worker",

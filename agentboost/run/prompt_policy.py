@@ -1,5 +1,5 @@
 """The prompt policy: the agent's prompt as a versioned artifact that training changes instead of
-weights (``algorithm.policy: prompt``, ``trainer/prompt_training.py``).
+weights (``algorithm.policy: prompt``, ``trainer/prompt/loop.py``).
 
 It holds the base system prompt, instructions appended to it (from a user's pool or an optimizer
 model's reflective edits), and demonstrations: whole episodes (Strands messages: the question, the

@@ -11,9 +11,9 @@ import uuid
 import pytest
 
 from agentboost.agents.strands_agent import StrandsAgentSpec
-from agentboost.agents.strands_process_pool import StrandsProcessPool
 from agentboost.environments.strands_env import StrandsEnv
 from agentboost.rewards.groups import apply_group_policy
+from agentboost.rollout.pool import StrandsProcessPool
 from agentboost.sampling.spec import SamplerSpec
 from agentboost.testing.faults import EXPECTED_STATUS, FAULT_TOOLS
 from agentboost.testing.processes import processes_with_marker, wait_no_processes
@@ -107,7 +107,7 @@ def test_exception_in_caller_and_ctrl_c_leave_no_orphans(smollm2_path, marker, t
     script.write_text(textwrap.dedent(f"""
         import signal, sys, time
         from agentboost.agents.strands_agent import StrandsAgentSpec
-        from agentboost.agents.strands_process_pool import StrandsProcessPool
+        from agentboost.rollout.pool import StrandsProcessPool
         from agentboost.sampling.spec import SamplerSpec
         from agentboost.testing.faults import FAULT_TOOLS
 

@@ -1,22 +1,13 @@
 """``agentboost eval``: a checkpoint (or model) against a baseline on the same held-out tasks, with
-the same agent, reward, sampling parameters and seeds, and a paired test of the difference.
-
-The unit of the test is the task: each task's success rate under the model minus its success rate
-under the baseline (several samples per task are averaged within the task, so they are not
-counted as independent). The 95% confidence interval of the mean difference is the normal
-approximation over tasks; the p-value is a paired sign-flip permutation test over the same
-per-task differences: under "no difference" each task's difference is as likely to have either
-sign. It needs no normality, handles binary outcomes and ties (tasks with difference 0 carry no
-information and change nothing), is exact when few tasks differ (all 2^m sign patterns) and
-Monte-Carlo otherwise; with one sample per task it is the exact McNemar test.
+the same agent, reward, sampling parameters and seeds, and a paired test of the difference
+(``statistics.py``: the test, its unit the task). Episodes are written as they finish and an
+interrupted evaluation resumes (``progress.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,128 +16,20 @@ from typing import Any
 import numpy as np
 
 from ..agents.http_agent import HttpAgentSpec
-from ..agents.strands_process_pool import StrandsProcessPool
 from ..episodes.record import Episode, EpisodeWriter
-from ..episodes.summary import interval_text, mean_ci95, reasoning_metrics, success_ci95, tool_use_metrics
-from ..errors import InputError
+from ..episodes.summary import reasoning_metrics, success_ci95, tool_use_metrics
 from ..models.chat import chat_model_spec, is_chat_model_spec
 from ..rewards.groups import apply_group_policy
+from ..rollout.pool import StrandsProcessPool
+from ..run.assembly import agent_spec, check_config_sandbox, environment
+from ..run.checkpoint import CheckpointError, load_policy_from_run, split_run_spec
+from ..run.config import TrainConfig
 from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
-from .agent_setup import agent_spec, check_config_sandbox, environment
-from .checkpoint import CheckpointError, load_policy_from_run, split_run_spec
-from .config import TrainConfig
-from .eval_progress import Progress, check_args, read_progress, rewrite_episodes, run_resumable
-
-EXACT_UP_TO = 16  # tasks with a nonzero difference; above this the permutation test samples
+from .progress import Progress, check_args, read_progress, rewrite_episodes, run_resumable
+from .statistics import EvalInputError, paired_comparison
 
 
-class EvalInputError(InputError):
-    pass
-
-
-@dataclass
-class PairedResult:
-    tasks: int
-    differing_tasks: int
-    mean_difference: float  # model minus baseline, success rate averaged over tasks
-    ci95: tuple[float, float] | None  # None from one task: no interval (said so in reports, never nan)
-    p_value: float
-    alpha: float
-    significant: bool
-    method: str = "paired sign-flip permutation test over tasks"
-
-
-def paired_comparison(model: dict[str, list[float]], baseline: dict[str, list[float]], alpha: float = 0.05,
-                      permutations: int = 20_000, seed: int = 0) -> PairedResult:
-    """Per-task outcomes (lists of 0/1, or rewards) of the two policies on the same tasks."""
-    if set(model) != set(baseline):
-        only_m, only_b = sorted(set(model) - set(baseline)), sorted(set(baseline) - set(model))
-        raise EvalInputError(f"the two evaluations cover different tasks (only the model's: {only_m[:5]}, "
-                             f"only the baseline's: {only_b[:5]}); compare on the same task file")
-    if not model:
-        raise EvalInputError("no tasks to compare")
-    if not 0 < alpha < 1:
-        raise EvalInputError(f"alpha must be in (0, 1), got {alpha}")
-    tasks = sorted(model)
-    d = np.array([np.mean(model[t]) - np.mean(baseline[t]) for t in tasks], dtype=float)
-    n, mean = len(d), float(d.mean())
-    half = 1.96 * float(d.std(ddof=1)) / math.sqrt(n) if n > 1 else None
-    nonzero = d[np.abs(d) > 1e-12]
-    observed = abs(float(nonzero.sum()))
-    if len(nonzero) == 0:
-        p = 1.0
-    elif len(nonzero) <= EXACT_UP_TO:
-        sums = [abs(float(np.dot(signs, nonzero))) for signs in itertools.product((1.0, -1.0), repeat=len(nonzero))]
-        p = sum(s >= observed - 1e-12 for s in sums) / len(sums)
-    else:
-        rng = np.random.default_rng(seed)
-        signs = rng.choice((-1.0, 1.0), size=(permutations, len(nonzero)))
-        hits = int((np.abs(signs @ nonzero) >= observed - 1e-12).sum())
-        p = (hits + 1) / (permutations + 1)
-    return PairedResult(tasks=n, differing_tasks=len(nonzero), mean_difference=mean,
-                        ci95=(mean - half, mean + half) if half is not None else None,
-                        p_value=float(p), alpha=alpha, significant=bool(p < alpha))
-
-
-@dataclass
-class UnpairedResult:
-    n_experiment: int
-    n_baseline: int
-    mean_difference: float  # experiment minus baseline
-    ci95: tuple[float, float] | None  # None below two outcomes in an arm
-    p_value: float
-    alpha: float
-    significant: bool
-    method: str
-
-
-def unpaired_comparison(experiment: list[float], baseline: list[float], alpha: float = 0.05,
-                        permutations: int = 20_000, seed: int = 0, exact_up_to: int = 20_000) -> UnpairedResult:
-    """The unpaired counterpart of ``paired_comparison``, for two groups of independent outcomes
-    (0/1 or rewards) such as the sessions of an A/B test's two arms: the difference of the means,
-    its 95% CI (normal approximation, each arm's variance: Welch), and a two-sided permutation
-    test of the arm labels (under "no difference" the labels are exchangeable; no normality, fine
-    for binary outcomes). Above ``exact_up_to`` outcomes in all the test is the normal
-    approximation it converges to, so a long-running A/B test stays cheap to report."""
-    if not experiment or not baseline:
-        raise EvalInputError(f"each arm needs at least one outcome (experiment {len(experiment)}, "
-                             f"baseline {len(baseline)})")
-    if not 0 < alpha < 1:
-        raise EvalInputError(f"alpha must be in (0, 1), got {alpha}")
-    # sorted: the Monte-Carlo p-value depends on the outcomes only, never on their order of arrival
-    a, b = np.sort(np.asarray(experiment, dtype=float)), np.sort(np.asarray(baseline, dtype=float))
-    diff = float(a.mean() - b.mean())
-    var = (a.var(ddof=1) / len(a) if len(a) > 1 else 0.0) + (b.var(ddof=1) / len(b) if len(b) > 1 else 0.0)
-    half = 1.96 * math.sqrt(var) if len(a) > 1 and len(b) > 1 else None
-    pooled = np.concatenate([a, b])
-    if np.ptp(pooled) == 0:
-        p, method = 1.0, "permutation test of the arm labels (all outcomes equal)"
-    elif len(pooled) <= exact_up_to:
-        rng = np.random.default_rng(seed)
-        hits, done, chunk = 0, 0, max(1, 2_000_000 // len(pooled))
-        while done < permutations:
-            k = min(chunk, permutations - done)
-            perm = rng.permuted(np.broadcast_to(pooled, (k, len(pooled))), axis=1)
-            d = perm[:, : len(a)].mean(axis=1) - perm[:, len(a):].mean(axis=1)
-            hits += int((np.abs(d) >= abs(diff) - 1e-12).sum())
-            done += k
-        p, method = (hits + 1) / (permutations + 1), "permutation test of the arm labels"
-    else:
-        z = abs(diff) / math.sqrt(var) if var > 0 else float("inf")
-        p, method = math.erfc(z / math.sqrt(2)), "normal approximation (Welch z-test)"
-    return UnpairedResult(n_experiment=len(a), n_baseline=len(b), mean_difference=diff,
-                          ci95=(diff - half, diff + half) if half is not None else None, p_value=float(p), alpha=alpha,
-                          significant=bool(p < alpha), method=method)
-
-
-def rate_with_ci(xs: list[float]) -> tuple[float | None, float | None]:
-    """(mean, 95% CI half-width) of outcomes: the same interval as ``eval``'s per-policy one; None
-    where there are too few outcomes for the figure (never ``nan``)."""
-    return (float(np.mean(xs)) if xs else None), mean_ci95(list(map(float, xs)))
-
-
-# -- running the two policies ------------------------------------------------------------------
 @dataclass
 class PolicyReport:
     label: str
@@ -198,8 +81,8 @@ def start_spec_server(spec: str, cfg: TrainConfig, seed: int, slots: int, max_ba
     the configured engine (``rollout.engine``, or ``engine``), as in training: a run's checkpoint
     goes onto a vLLM server as its adapter (or full weights) over the base model. ``eval`` and
     ``serve`` start their policies here."""
+    from ..run.policy_engine import server_options
     from ..sampling.policy_server import start_policy_server
-    from .policy_engine import server_options
 
     model, tok, desc, tokenizer_path = load_policy_spec(spec)
     trained = (Path(split_run_spec(spec)[0]) / "config.yaml").is_file()
@@ -220,7 +103,7 @@ def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, see
     (``models.chat``: a file or mapping with ``provider``), whose episodes are text-level.
     ``prompt_policy``: a ``PromptPolicy`` the agent runs with (else the configuration's prompt).
     ``out``: episodes are appended there as they finish, and those already there are not run
-    again (``eval_progress``); aborted ones are retried ``retries`` times, ``backoff_s`` apart
+    again (``progress``); aborted ones are retried ``retries`` times, ``backoff_s`` apart
     (doubling)."""
     progress = read_progress(out, tasks, samples) if out is not None else Progress()
     total = len(tasks) * samples
@@ -327,7 +210,7 @@ def _with_prompt_policy(agent, prompt_policy):
 def config_for(model: str, config: str | None, overrides: list[str] = ()) -> TrainConfig:
     """The agent, reward and validation sampling: from ``config`` (a training YAML), else from the
     model's run directory, else the defaults."""
-    from .config import load_config
+    from ..run.config import load_config
 
     saved = Path(split_run_spec(model)[0]) / "config.yaml"
     if config is None and saved.is_file():
@@ -341,16 +224,16 @@ def evaluate(model: str, baseline: str, tasks: list[dict], cfg: TrainConfig, sam
              prompt_policy: str | Path | None = None, retries: int = 2, backoff_s: float = 5.0) -> dict[str, Any]:
     """``model_episodes``: the model's side already sampled on ``tasks`` (the trainer's final
     validation, by the live policy); then only the baseline runs. ``prompt_policy``: the model's
-    side runs with this prompt policy (``trainer/prompt_policy.py``), the baseline without it.
+    side runs with this prompt policy (``run/prompt_policy.py``), the baseline without it.
     ``model`` and ``baseline`` may each be a chat model we do not train (``models.chat``).
 
     With ``out_dir``, the evaluation resumes: episodes already there are kept, the rest run
-    (``eval_progress``), and the report is the one an uninterrupted run gives. Episodes the serving
+    (``progress``), and the report is the one an uninterrupted run gives. Episodes the serving
     side aborted are retried ``retries`` times (``backoff_s`` apart, doubling), then counted and
     left out: the paired test compares the tasks both sides have outcomes for."""
     policy = None
     if prompt_policy is not None:
-        from .prompt_policy import load_prompt_policy
+        from ..run.prompt_policy import load_prompt_policy
 
         policy = load_prompt_policy(prompt_policy)
     if samples < 1:
@@ -407,7 +290,7 @@ def _public(r: PolicyReport) -> dict[str, Any]:
 
 def eval_arguments(model, baseline, tasks: list[dict], cfg: TrainConfig, samples: int, seed: int,
                    prompt_policy) -> dict[str, Any]:
-    """What makes two evaluations the same one (``eval_progress.check_args``): the policies, the
+    """What makes two evaluations the same one (``progress.check_args``): the policies, the
     tasks, samples, seed, and the agent, reward and sampling of the configuration. A chat model's
     spec holds no key (only the variable's name), so this file holds none either."""
     import dataclasses
@@ -419,11 +302,3 @@ def eval_arguments(model, baseline, tasks: list[dict], cfg: TrainConfig, samples
     return {"model": side(model), "baseline": side(baseline), "samples": samples, "seed": seed,
             "tasks": [str(t["task_id"]) for t in tasks], "prompt_policy": str(prompt_policy) if prompt_policy else None,
             "setup_sha256": hashlib.sha256(setup.encode()).hexdigest()}
-
-
-def difference_text(model_rate: float, base_rate: float, mean_difference: float, ci95, p_value: float,
-                    tasks: int = 0) -> str:
-    """One line for a paired comparison, as the run's console gives it (``compare_to_base``, the
-    prompt policy's gate): both success rates, the difference with its 95% CI, the p-value."""
-    return (f"success {model_rate:.3f} vs {base_rate:.3f}, difference {mean_difference:+.3f} "
-            f"({interval_text(ci95, tasks)}), p = {p_value:.4f}")

@@ -1,10 +1,10 @@
 """The one episode -> training-row conversion the veRL loop and the rLLM engine share
-(``agentboost.integrations.rows``): which tokens form the row, the mask, the limits, the placeholder."""
+(``agentboost.integrations.episode_rows``): which tokens form the row, the mask, the limits, the placeholder."""
 
 from helpers import model_call as call
 
 from agentboost.episodes.record import Episode, Status, build_segments
-from agentboost.integrations.rows import episode_row
+from agentboost.integrations.episode_rows import episode_row
 
 PAD = 0
 
