@@ -153,7 +153,7 @@ def section_parity(device: str, dry_run: bool) -> dict:
     import torch
 
     from agentboost.models.loading import load_policy
-    from agentboost.sampling.local_engine import LocalEngine
+    from agentboost.sampling.hf_engine import HFEngine
     from agentboost.sampling.protocol import SamplingParams
     from agentboost.trainer.batch import TrainRow, pad_batch
     from agentboost.trainer.loss import token_logprobs
@@ -163,7 +163,7 @@ def section_parity(device: str, dry_run: bool) -> dict:
     out = {}
     for dtype in ("bfloat16", "float32"):
         model, tok = load_policy("smollm2-135m-instruct", dtype=dtype, device=device)
-        engine = LocalEngine(model, tok, max_batch_size=n)
+        engine = HFEngine(model, tok, max_batch_size=n)
         try:
             prompts = _prompts(tok, n)
             futures = [engine.submit(p, SamplingParams(temperature=temperature, max_new_tokens=new, seed=i))
@@ -196,7 +196,7 @@ def section_rollout(device: str, dry_run: bool, levels: list[int]) -> dict:
     from rollout_engines import run_level
 
     from agentboost.models.loading import resolve_model_path
-    from agentboost.sampling.policy_server import PolicyServer
+    from agentboost.sampling.policy_server import HFPolicyServer
     from agentboost.tasks import load_tasks
 
     model_dir = str(resolve_model_path("smollm2-135m-instruct"))
@@ -204,7 +204,7 @@ def section_rollout(device: str, dry_run: bool, levels: list[int]) -> dict:
     out = {}
     for n in levels:
         # every episode in flight decodes in one batch: on a GPU the engine is not the queue
-        with PolicyServer.from_pretrained(model_dir, max_batch_size=n, batch_wait_s=0.05) as server:
+        with HFPolicyServer.from_pretrained(model_dir, max_batch_size=n, batch_wait_s=0.05) as server:
             r = run_level(server.url, None, model_dir, tasks, n, timeout_s=120.0)
         out[str(n)] = {"episodes": r["episodes"], "wall_s": r["wall_s"], "episodes_per_min": r["episodes_s"] * 60,
                        "tokens_per_s": r["tok_s"], "p50_s": r["p50_s"], "p90_s": r["p90_s"],
@@ -235,7 +235,7 @@ def section_update(device: str, dry_run: bool) -> dict:
 
     from agentboost.models.loading import load_policy
     from agentboost.trainer.batch import TrainRow
-    from agentboost.trainer.config import load_config
+    from agentboost.run.config import load_config
     from agentboost.trainer.loop import Trainer
 
     rows_n, prompt_len, resp_len = (4, 48, 16) if dry_run else (64, 384, 128)
