@@ -6,5 +6,5 @@ hf or vLLM engine; ``router.py`` is the front (``/v1/chat/completions``, ``/v1/r
 the gateway's own protocol modules (``gateway/protocol.py``) and its per-session trainable-model state
 (``gateway/session.py``), without recording for training; ``report.py`` turns the router's event log into per-arm
 figures and the difference with the unpaired test that lives beside ``eval``'s paired one
-(``trainer/evaluation.py``); ``model_export.py`` writes a checkpoint as a merged Hugging Face model.
+(``evaluation/statistics.py``); ``model_export.py`` writes a checkpoint as a merged Hugging Face model.
 """
