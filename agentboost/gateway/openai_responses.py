@@ -106,7 +106,7 @@ def items_to_strands(items: Any) -> tuple[list[dict[str, Any]], list[str]]:
                                                                                INPUT_TEXT)}]})
             elif role == "assistant":
                 blocks = assistant()
-                text = text_of_parts(item.get("content"), where, ("output_text", "input_text", "refusal_text"))
+                text = text_of_parts(item.get("content"), where, ("output_text", "input_text"))
                 if any("toolUse" in b for b in blocks):  # a message after the calls: another turn
                     turn = None
                     blocks = assistant()
