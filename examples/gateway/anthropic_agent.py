@@ -11,7 +11,8 @@ import sys
 from anthropic import Anthropic
 
 TOOLS = [{"name": "calculator", "description": "Evaluate an arithmetic expression such as '8 + 7'.",
-          "input_schema": {"type": "object", "properties": {"expression": {"type": "string"}},
+          "input_schema": {"type": "object", "properties": {"expression": {
+    "type": "string", "description": "The expression, with numbers and + - * / ( ) only."}},
                            "required": ["expression"]}}]
 SYSTEM = "You are a helpful assistant with a calculator tool. Solve the problem and end with the final answer as a number."
 

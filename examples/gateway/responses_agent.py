@@ -12,7 +12,8 @@ import sys
 from openai import OpenAI
 
 TOOLS = [{"type": "function", "name": "calculator", "description": "Evaluate an arithmetic expression such as '8 + 7'.",
-          "parameters": {"type": "object", "properties": {"expression": {"type": "string"}},
+          "parameters": {"type": "object", "properties": {"expression": {
+    "type": "string", "description": "The expression, with numbers and + - * / ( ) only."}},
                          "required": ["expression"]}}]
 INSTRUCTIONS = ("You are a helpful assistant with a calculator tool. Solve the problem and end with the final answer "
                 "as a number.")
