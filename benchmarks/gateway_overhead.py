@@ -10,9 +10,12 @@ code), against a zero-latency scripted policy with the SmolLM2 tokenizer. Both p
 run, each in a process of its own: in-process, N trainable models on one event loop, each call
 ``TrainableModel.sample_turn``; through the gateway, the same N conversations as requests of the
 chosen protocol from a client process (aiohttp, one connection per session) to a gateway process.
-Per call: in-process, the time of ``sample_turn``; through the gateway, the time from sending the
-request to the parsed answer at the client (whose process freezes what it imported, as the gateway's
-does: ``sampling/completions_server.freeze_startup_objects``). Each process's garbage collections
+Per call, as the agent sees it: from the moment it is ready to call (its think time over) to the
+answer in hand: in-process, ``sample_turn``'s result; through the gateway, the parsed answer at the
+client (whose process freezes what it imported, as the gateway's does:
+``sampling/completions_server.freeze_startup_objects``). So both paths count the time a call waits
+for its process (other sessions' work, a garbage collection): in-process the agent's own event loop,
+through the gateway the client's and the gateway's. Each process's garbage collections
 are counted, with the longest full one: a full collection over the imported libraries takes about
 200 ms, and in a server every request waits behind it. The added time per call (gateway minus in-process) at
 the median and the 99th percentile is what the targets are about (< 5 ms, < 20 ms); memory per
@@ -273,8 +276,8 @@ def inproc_role(a) -> dict:
     async def session(i: int, model: TrainableModel):
         msgs = [{"role": "user", "content": [{"text": "What is 17 + 25?"}]}]
         for t in range(a.turns):
+            t0 = time.perf_counter() + waits[i][t]  # when the agent is ready to call (see the docstring)
             await asyncio.sleep(waits[i][t])
-            t0 = time.perf_counter()
             turn = await model.sample_turn(msgs, TOOL_SPECS, SYSTEM)
             latencies.append(time.perf_counter() - t0)
             msgs.append({"role": "assistant", "content": turn.blocks()})
@@ -397,8 +400,8 @@ def through_gateway_paced(a) -> dict:
             connector = aiohttp.TCPConnector(limit=1)  # one keep-alive connection per session, as an agent has
             async with aiohttp.ClientSession(connector=connector, headers={"Authorization": f"Bearer {key}"}) as http:
                 for t in range(a.turns):
+                    t0 = time.perf_counter() + waits[i][t]  # when the agent is ready to call
                     await asyncio.sleep(waits[i][t])
-                    t0 = time.perf_counter()
                     route, body = request_body(a.api, msgs)
                     async with http.post(base + route, json=body) as r:
                         reply = await r.json()
