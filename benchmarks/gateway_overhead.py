@@ -12,8 +12,9 @@ run, each in a process of its own: in-process, N trainable models on one event l
 chosen protocol from a client process (aiohttp, one connection per session) to a gateway process.
 Per call, as the agent sees it: from the moment it is ready to call (its think time over) to the
 answer in hand: in-process, ``sample_turn``'s result; through the gateway, the parsed answer at the
-client (whose process freezes what it imported, as the gateway's does:
-``sampling/completions_server.freeze_startup_objects``). So both paths count the time a call waits
+client. Every process (in-process agent, client, gateway) freezes what it imported as a server does
+(``sampling/completions_server.freeze_startup_objects``; ``AGENTBOOST_GC_FREEZE=0``: none does), so
+that the paths differ by the gateway alone. So both paths count the time a call waits
 for its process (other sessions' work, a garbage collection): in-process the agent's own event loop,
 through the gateway the client's and the gateway's. Each process's garbage collections
 are counted, with the longest full one: a full collection over the imported libraries takes about
@@ -59,6 +60,7 @@ from agentboost.agents.trainable_model import TrainableModel
 from agentboost.gateway.server import Gateway
 from agentboost.models.embedded import prepare_embedded
 from agentboost.rollout.episode_runner import run_episode
+from agentboost.sampling.completions_server import freeze_startup_objects
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler
 from agentboost.testing.faults import add, mul
@@ -267,6 +269,7 @@ def inproc_role(a) -> dict:
     """N trainable models on one event loop, paced as the agents are."""
     tok = AutoTokenizer.from_pretrained(str(prepare_embedded("smollm2-135m-instruct")))
     sampler, renderer = ScaleSampler(tok, a.turns), ChatRenderer(tok)
+    freeze_startup_objects()  # tuned as the gateway's process is, so that only the gateway differs
     gc.collect()
     rss0 = rss_bytes()
     pauses = GcPauses()
@@ -386,12 +389,9 @@ def through_gateway_paced(a) -> dict:
     try:
         sessions = json.loads(proc.stdout.readline())["sessions"]
         waits = think_times(a.sessions, a.turns, a.rate, a.seed)
-        # the client is tuned as the gateway is (its own full collections over what this process
-        # imported would be the client's pauses, not the gateway's); the in-process path is not:
-        # it runs as an agent's process runs
-        if os.environ.get("AGENTBOOST_GC_FREEZE", "1") != "0":
-            gc.collect()
-            gc.freeze()
+        # the client is tuned as the gateway and the in-process agent are (its own full collections
+        # over what this process imported would be the client's pauses, not the gateway's)
+        freeze_startup_objects()
         pauses = GcPauses()
         latencies: list[float] = []
 
