@@ -71,7 +71,9 @@ class Session:
             prev = last.model._prev_messages or []
             if prev and extends_history(messages, prev):
                 return last  # the same conversation under another system prompt: a counted split
-        lineage = Lineage(self.new_model())
+        model = self.new_model()
+        model.copy_history = False  # each request's messages are parsed anew and never changed afterwards
+        lineage = Lineage(model)
         self.lineages.append(lineage)
         return lineage
 
