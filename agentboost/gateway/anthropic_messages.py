@@ -136,8 +136,6 @@ class Messages(Protocol):
     id_prefix = "msg_"
 
     def parse(self, body: Any) -> Call:
-        if not isinstance(body, dict):
-            raise BadRequest("request body must be a JSON object")
         ignored = check_fields(body, "the Messages API", HONOURED, NO_EFFECT, IGNORED_SETTINGS, REFUSED)
         choice = opt(body, "tool_choice", dict, "an object such as {\"type\": \"auto\"}")
         if choice is not None:

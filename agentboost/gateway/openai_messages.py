@@ -138,8 +138,6 @@ class ChatCompletions(Protocol):
     id_prefix = "chatcmpl-"
 
     def parse(self, body: Any) -> Call:
-        if not isinstance(body, dict):
-            raise BadRequest("request body must be a JSON object")
         ignored = check_request(body)
         messages, system, tools = to_strands(body)
         return Call(messages, system, tools, ignored, stream=check_stream(body), user=body.get("user"),

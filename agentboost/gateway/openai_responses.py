@@ -152,8 +152,6 @@ class Responses(Protocol):
     keeps_responses = True
 
     def parse(self, body: Any) -> Call:
-        if not isinstance(body, dict):
-            raise BadRequest("request body must be a JSON object")
         ignored = check_fields(body, "the Responses API", HONOURED, NO_EFFECT, IGNORED_SETTINGS, REFUSED)
         if body.get("tool_choice") not in (None, "auto"):
             refuse_forced_tool_choice(body["tool_choice"])

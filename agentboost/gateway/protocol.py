@@ -138,6 +138,8 @@ def check_fields(body: dict[str, Any], api: str, honoured: Iterable[str], no_eff
                  overridden: Iterable[str], refused: dict[str, str]) -> list[str]:
     """Refuse a field the protocol does not define, or one in ``refused`` (name -> why) that is
     set; return the ``overridden`` settings the client set (the run's settings win: counted)."""
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
     known = set(honoured) | set(no_effect) | set(overridden) | set(refused)
     for k, v in body.items():
         if k not in known:
