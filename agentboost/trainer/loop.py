@@ -103,6 +103,68 @@ def budget_reason(run, step: int, elapsed_s: float, stop_requested: str | None,
     return None
 
 
+def policy_update(model, optimizer, scheduler, rows: list[batching.TrainRow], cfg: TrainConfig, pad_id: int,
+                  temperature: float, step: int, ref_model=None, weights_lock=None) -> dict[str, Any]:
+    """One update of ``model`` on ``rows`` (each with its advantage and the log-probs it was sampled
+    with, at ``temperature``): ``optim.updates_per_step`` passes of the clipped policy loss (and the
+    KL term) in token-budget micro-batches, the health checks before and after the weights change.
+    The trainer's step, and the continual loop's candidate trained from served sessions
+    (``continual/candidates.py``), are this function. ``weights_lock``: held while the weights
+    change, so that an engine sampling this very model waits."""
+    import contextlib
+
+    a = cfg.algorithm
+    actor = losses.actor_config(a.clip_ratio_low, a.clip_ratio_high, a.clip_ratio_c, a.loss_agg_mode, a.policy_loss)
+    device = next(model.parameters()).device
+    batches = batching.micro_batches(rows, cfg.optim.micro_batch_tokens)
+    total_rows = len(rows)
+    stats = Counter()
+    with weights_lock if weights_lock is not None else contextlib.nullcontext():  # no sampling while the weights change
+        model.train()
+        for _ in range(cfg.optim.updates_per_step):
+            optimizer.zero_grad(set_to_none=True)
+            pass_loss = 0.0
+            for mb in batches:
+                batch = batching.pad_batch(mb, pad_id, device=device)
+                logp = losses.token_logprobs(model, batch, temperature,
+                                             checkpoint_layers=cfg.optim.gradient_checkpointing)
+                loss, pg = losses.policy_loss(logp, batch, actor)
+                kl_value = 0.0
+                if cfg.algorithm.kl_coef > 0:
+                    with torch.no_grad():
+                        if cfg.model.lora:
+                            with model.disable_adapter():
+                                ref = losses.token_logprobs(model, batch, temperature)
+                        else:
+                            ref = losses.token_logprobs(ref_model, batch, temperature)
+                    kl = losses.kl_loss(logp, ref, batch["response_mask"], cfg.algorithm.kl_type,
+                                        cfg.algorithm.loss_agg_mode)
+                    loss = loss + cfg.algorithm.kl_coef * kl
+                    kl_value = float(kl.detach())
+                share = len(mb) / total_rows  # micro-batch losses are means over their rows
+                (loss * share).backward()
+                stats["loss"] += float(loss.detach()) * share
+                pass_loss += float(loss.detach()) * share
+                # not every registered loss reports these (gpg reports none)
+                stats["pg_clipfrac"] += float(pg.get("actor/pg_clipfrac", 0.0)) * share
+                stats["ppo_kl"] += float(pg.get("actor/ppo_kl", 0.0)) * share
+                stats["kl"] += kl_value * share
+                stats["trained_tokens"] += int(batch["response_mask"].sum())
+            params = [p for p in model.parameters() if p.requires_grad]
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
+            stats["grad_norm"] = float(grad_norm)
+            health.check_loss_and_grad(pass_loss, stats["grad_norm"], step)  # before the weights change
+            optimizer.step()
+            health.check_weights(params, step)  # never checkpoint (or serve) broken weights
+        if scheduler is not None:
+            scheduler.step()
+        model.eval()
+    n = cfg.optim.updates_per_step
+    return {"loss": stats["loss"] / n, "pg_clipfrac": stats["pg_clipfrac"] / n, "ppo_kl": stats["ppo_kl"] / n,
+            "kl": stats["kl"] / n, "grad_norm": stats["grad_norm"], "trained_tokens": stats["trained_tokens"] // n,
+            "micro_batches": len(batches)}
+
+
 class Trainer:
     def __init__(self, cfg: TrainConfig, run_dir: str | Path, resume: bool = False, log=print):
         ensure_not_spawning("Trainer")
@@ -488,57 +550,9 @@ class Trainer:
         return m
 
     def update(self, rows: list[batching.TrainRow]) -> dict[str, Any]:
-        cfg = self.cfg
-        a = cfg.algorithm
-        actor = losses.actor_config(a.clip_ratio_low, a.clip_ratio_high, a.clip_ratio_c, a.loss_agg_mode, a.policy_loss)
-        pad = self.tokenizer.pad_token_id
-        device = next(self.model.parameters()).device
-        batches = batching.micro_batches(rows, cfg.optim.micro_batch_tokens)
-        total_rows = len(rows)
-        stats = Counter()
-        with self.policy_server.weights_lock:  # no sampling while the weights change
-            self.model.train()
-            for _ in range(cfg.optim.updates_per_step):
-                self.optimizer.zero_grad(set_to_none=True)
-                pass_loss = 0.0
-                for mb in batches:
-                    batch = batching.pad_batch(mb, pad, device=device)
-                    logp = losses.token_logprobs(self.model, batch, cfg.sampling.temperature,
-                                                 checkpoint_layers=cfg.optim.gradient_checkpointing)
-                    loss, pg = losses.policy_loss(logp, batch, actor)
-                    kl_value = 0.0
-                    if cfg.algorithm.kl_coef > 0:
-                        with torch.no_grad():
-                            if cfg.model.lora:
-                                with self.model.disable_adapter():
-                                    ref = losses.token_logprobs(self.model, batch, cfg.sampling.temperature)
-                            else:
-                                ref = losses.token_logprobs(self.ref_model, batch, cfg.sampling.temperature)
-                        kl = losses.kl_loss(logp, ref, batch["response_mask"], cfg.algorithm.kl_type,
-                                               cfg.algorithm.loss_agg_mode)
-                        loss = loss + cfg.algorithm.kl_coef * kl
-                        kl_value = float(kl.detach())
-                    share = len(mb) / total_rows  # micro-batch losses are means over their rows
-                    (loss * share).backward()
-                    stats["loss"] += float(loss.detach()) * share
-                    pass_loss += float(loss.detach()) * share
-                    # not every registered loss reports these (gpg reports none)
-                    stats["pg_clipfrac"] += float(pg.get("actor/pg_clipfrac", 0.0)) * share
-                    stats["ppo_kl"] += float(pg.get("actor/ppo_kl", 0.0)) * share
-                    stats["kl"] += kl_value * share
-                    stats["trained_tokens"] += int(batch["response_mask"].sum())
-                params = [p for p in self.model.parameters() if p.requires_grad]
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
-                stats["grad_norm"] = float(grad_norm)
-                health.check_loss_and_grad(pass_loss, stats["grad_norm"], self.step + 1)  # before the weights change
-                self.optimizer.step()
-                health.check_weights(params, self.step + 1)  # never checkpoint (or serve) broken weights
-            self.scheduler.step()
-            self.model.eval()
-        n = cfg.optim.updates_per_step
-        return {"loss": stats["loss"] / n, "pg_clipfrac": stats["pg_clipfrac"] / n, "ppo_kl": stats["ppo_kl"] / n,
-                "kl": stats["kl"] / n, "grad_norm": stats["grad_norm"], "trained_tokens": stats["trained_tokens"] // n,
-                "micro_batches": len(batches)}
+        return policy_update(self.model, self.optimizer, self.scheduler, rows, self.cfg, self.tokenizer.pad_token_id,
+                             temperature=self.cfg.sampling.temperature, step=self.step + 1,
+                             ref_model=self.ref_model, weights_lock=self.policy_server.weights_lock)
 
     def _pick_best(self, m: dict[str, Any]) -> None:
         """The best checkpoint: the highest validation success rate (pass@1), a tie going to the
