@@ -11,8 +11,10 @@ and on a reconfigurable router (``serve --reconfigurable``, what the job service
 Requests and answers are translated by the gateway's own protocol modules (``gateway/``)
 and each session keeps the gateway's per-session trainable-model state (``gateway/session.py``), so
 a served policy sees its conversation rendered exactly as in training and validation: the turns it
-sampled come back as the tokens it sampled. Nothing is recorded for training; sessions idle the
-longest are forgotten beyond ``max_sessions``.
+sampled come back as the tokens it sampled. Nothing is recorded for training unless the deployment
+opts in (``record``: ``serve --record``, ``serving/recording.py``: each session a token-exact
+episode in ``sessions.jsonl``, with its arm, policy and outcome); sessions idle the longest are
+forgotten beyond ``max_sessions``.
 
 A session is named by the ``X-Agentboost-Session`` header (a client's conversation id), or, for a
 Responses request, by its ``previous_response_id`` (the session that gave that response); without
@@ -31,7 +33,8 @@ log with the same arms takes them back (and the salt, the draw count and the spl
 session or user stays on its arm across a restart. The split in force survives a restart given the
 split the test started with (the same command line run again); another split given on purpose
 replaces it, logged ``by: restart`` and said in a warning. New arms are a new test: a new
-``config`` event, from which ``ab report`` counts.
+``config`` event, from which ``ab report`` counts. A policy that leaves the server (new arms) is
+closed only when the requests it is answering have been answered: a swap fails no request.
 
 Safe by default: loopback unless told otherwise, a bearer token (required off loopback), a
 request size limit (413), a rate limit (429) per user (the request's ``user``), else per session
@@ -55,16 +58,19 @@ from typing import Any
 from aiohttp import web
 
 from ..agents.trainable_model import EpisodeLimitReached, PromptTooLong, TrainableModel
+from ..episodes.record import Status
 from ..errors import InputError
-from ..gateway.protocol import BadRequest, Protocol, Reply, TooLarge, error, read_json, send
+from ..gateway.protocol import BadRequest, Protocol, Reply, TooLarge, error, read_json
 from ..gateway.server import PROTOCOLS, SESSION_HEADER, request_key
 from ..gateway.session import Session
 from ..sampling.completions_server import BackgroundServer
 from ..sampling.protocol import PromptTooLongError, SamplerError
 from .policies import ARMS, ServedPolicy
+from .recording import SESSIONS, SessionRecorder
 
 log = logging.getLogger(__name__)
 EVENTS = "ab.jsonl"  # in the serving directory: assignments, calls, feedback, split changes
+DRAIN_TIMEOUT_S = 600.0  # a policy leaving the server waits this long for its answers in progress
 
 
 class ServeInputError(InputError):
@@ -214,13 +220,17 @@ class Router(BackgroundServer):
     def __init__(self, policies: dict[str, ServedPolicy], split: float | None = None, out_dir: str | Path | None = None,
                  token: str | None = None, served_name: str = "agentboost", max_request_bytes: int = 1 << 20,
                  rate_limit: float = 0.0, max_sessions: int = 10_000, min_effect: float | None = None,
-                 salt: str | None = None, loader: Any = None, prompt_policies: dict[str, Any] | None = None):
+                 salt: str | None = None, loader: Any = None, prompt_policies: dict[str, Any] | None = None,
+                 record: bool = False):
         """``loader``: ``(arms {name: spec}, current policies) -> policies`` (``build_router``'s,
         which reuses a loaded policy of the same spec); given, ``POST /v1/admin/arms`` changes the
-        arms while serving (a token is then required: who may call it loads models here)."""
+        arms while serving (a token is then required: who may call it loads models here).
+        ``record``: every session written as an episode to ``out_dir/sessions.jsonl``."""
         self.ab = check_arms(policies)
         if loader is not None and not token:
             raise ServeInputError("a reconfigurable server needs a bearer token: its callers load models")
+        if record and out_dir is None:
+            raise ServeInputError("recording sessions needs a serving directory (--out) to write sessions.jsonl in")
         self.policies = policies
         self.prompt_policies = dict(prompt_policies or {})
         unknown = set(self.prompt_policies) - set(policies)
@@ -229,6 +239,9 @@ class Router(BackgroundServer):
         self.loader = loader
         self._reconfiguring = asyncio.Lock()
         self.events = EventLog(Path(out_dir) / EVENTS if out_dir is not None else None)
+        self.recorder = SessionRecorder(Path(out_dir) / SESSIONS) if record else None
+        self._served: dict[str, dict[str, Any]] = {}  # held session id -> its arm, spec and user (the record's)
+        self._inflight: dict[int, int] = {}  # id(policy) -> requests it is answering now
         before = earlier_test(self.events.path, {n: p.spec for n, p in policies.items()})
         if before is not None:  # the same test started again: its assignments, draws and split go on
             salt, min_effect = salt or before["salt"], min_effect if min_effect is not None else before["min_effect"]
@@ -283,7 +296,7 @@ class Router(BackgroundServer):
         self.events.write({"event": "config", "arms": {n: {"spec": p.spec, "description": p.description,
                                                           "engine": p.engine} for n, p in self.policies.items()},
                            "split": self.split if self.ab else None, "salt": self.salt, "min_effect": self.min_effect,
-                           **({"by": by} if by else {})})
+                           "record": self.recorder is not None, **({"by": by} if by else {})})
 
     # -- assignment ---------------------------------------------------------------------------
     def arm_for(self, key: str) -> str:
@@ -317,6 +330,7 @@ class Router(BackgroundServer):
                         policies[n].spec if n in policies else "nothing")
             del self.prompt_policies[n]
         self.policies, self.ab, self.split, self.salt = policies, ab, new_split, uuid.uuid4().hex
+        self._end_sessions()  # recorded as they stand: a session that goes on is a new one, on the new arms
         self._assigned, self._session_arm, self._sessions = {}, {}, OrderedDict()
         self.metrics.split.set(new_split)
         self._write_config(by)
@@ -332,11 +346,23 @@ class Router(BackgroundServer):
 
             s = Session(new_model=new_model, id=sid)
             self._sessions[sid] = s
+            self._served[sid] = {"arm": arm, "spec": p.spec, "description": p.description}
             while len(self._sessions) > self.max_sessions:
-                self._sessions.popitem(last=False)  # the longest idle: its next call renders afresh
+                gone, held = self._sessions.popitem(last=False)  # the longest idle: its next call renders afresh
+                self._end(gone, held)
         else:
             self._sessions.move_to_end(sid)
         return s
+
+    def _end(self, sid: str, s: Session) -> None:
+        """A session leaves the server (forgotten, the arms changed, the server stops): recorded."""
+        served = self._served.pop(sid, None)
+        if self.recorder is not None and served is not None:
+            self.recorder.end(s, served)
+
+    def _end_sessions(self) -> None:
+        for sid, s in list(self._sessions.items()):
+            self._end(sid, s)
 
     # -- middleware -----------------------------------------------------------------------------
     @web.middleware
@@ -407,21 +433,40 @@ class Router(BackgroundServer):
             self.metrics.sessions.labels(arm).inc()
             self.events.write({"event": "assign", "session": sid, "user": user, "arm": arm, "split": self.split})
         s = self._session(sid, arm)
+        if user and sid in self._served:
+            self._served[sid]["user"] = user
         if s.lock is None:
             s.lock = asyncio.Lock()
         messages, system = call.messages, call.system
-        prompt_policy = self.prompt_policies.get(arm)
+        # serve --prompt-policy's, else the one the arm's spec names (MODEL#prompt=PATH)
+        prompt_policy = self.prompt_policies.get(arm) or self.policies[arm].prompt_policy
         demo_messages = 0
         if prompt_policy is not None:  # the same prefix on every call, so the session's turns still match
             demo_messages = len(prompt_policy.history_messages())
             messages, system = prompt_policy.for_chat(messages, system)
-        renderer = self.policies[arm].renderer
+        policy = self.policies[arm]
+        renderer = policy.renderer
         reply = Reply(self.served_name, protocol.new_id(), lambda token_id: renderer.decode([token_id]))
         keep = reply.id if protocol.keeps_responses and call.options.get("store", True) else None
         t0 = time.perf_counter()
+        # counted until the answer is sent: a swap closes this policy only after it (``_set_arms``)
+        self._inflight[id(policy)] = self._inflight.get(id(policy), 0) + 1
+        try:
+            return await self._answer(request, protocol, call, s, sid, arm, messages, system, demo_messages, keep,
+                                      reply, t0)
+        finally:
+            left = self._inflight.get(id(policy), 1) - 1
+            if left > 0:
+                self._inflight[id(policy)] = left
+            else:
+                self._inflight.pop(id(policy), None)
+
+    async def _answer(self, request: web.Request, protocol: Protocol, call, s: Session, sid: str, arm: str,
+                      messages, system, demo_messages: int, keep: str | None, reply: Reply,
+                      t0: float) -> web.StreamResponse:
         async with s.lock:
             try:
-                turn = await s.call(messages, system, call.tools, keep_as=keep)
+                turn = await s.sample(messages, system, call.tools, keep_as=keep)
                 if demo_messages:  # the session's record (feedback's scoring) holds the client's turns only
                     s.last_messages = s.last_messages[demo_messages:]
                     if keep is not None:
@@ -445,7 +490,7 @@ class Router(BackgroundServer):
                            "prompt_tokens": prompt, "completion_tokens": sampled, "ok": True,
                            "api": protocol.route.strip("/")})
         headers = {SESSION_HEADER: sid, "X-Agentboost-Arm": arm} if self.ab else {SESSION_HEADER: sid}
-        return await send(request, protocol, turn, call, reply, headers=headers)
+        return await s.deliver(request, protocol, turn, call, reply, headers=headers)
 
     def _failed(self, protocol: Protocol, sid: str, arm: str, t0: float, status: int, message: str) -> web.Response:
         self.metrics.requests.labels(arm, "error").inc()
@@ -473,20 +518,28 @@ class Router(BackgroundServer):
         if success is not None and not isinstance(success, bool):
             return _error(400, "'success' must be true or false")
         task = body.get("task")
+        s = self._sessions.get(sid)
+        episode = None
         if task is not None:
             if not isinstance(task, dict):
                 return _error(400, "'task' must be the task row (an object with its answer)")
-            env = self.policies[arm].env
-            s = self._sessions.get(sid)
+            env = self.policies[arm].env if arm in self.policies else None
             if env is None:
                 return _error(400, f"arm {arm} has no reward to score with: post 'reward' or 'success'")
             if s is None:
                 return _error(409, f"session {sid!r} is no longer held (max_sessions): post 'reward' or 'success'")
+            if isinstance(task.get("task_id"), (str, int)):
+                s.task = task  # the record's task: sessions of one task form a group
             episode = s.episode()
-            await asyncio.get_running_loop().run_in_executor(None, env.score, task, episode)
+            if episode.failed and episode.status != Status.INCOMPLETE:
+                # the server failed the user (a sampler error): a failed session, worth the failed reward
+                episode.reward, success = env.failed_reward, False
+            else:
+                await asyncio.get_running_loop().run_in_executor(None, env.score, task, episode)
+                success = bool(episode.succeeded)
             if episode.reward is None:
                 return _error(422, f"the reward could not score session {sid!r}: {episode.error or episode.status}")
-            reward, success, source = float(episode.reward), bool(episode.succeeded), f"reward:{env.reward}"
+            reward, source = float(episode.reward), f"reward:{env.reward}"
         if reward is None and success is None:
             return _error(400, "feedback needs 'reward', 'success' or 'task'")
         m = self.metrics
@@ -498,6 +551,9 @@ class Router(BackgroundServer):
         event = {"event": "feedback", "session": sid, "arm": arm, "reward": reward, "success": success,
                  "source": source}
         self.events.write(event)
+        if self.recorder is not None and s is not None and sid in self._served:
+            outcome = {"reward": reward, "success": success, "source": source, **({"task": task} if task else {})}
+            self.recorder.write(s, self._served[sid], episode, outcome)
         return web.json_response({k: v for k, v in event.items() if k != "event"})
 
     async def _ab(self, request: web.Request) -> web.Response:
@@ -556,10 +612,21 @@ class Router(BackgroundServer):
             kept = {id(p) for p in new.values()}
             for p in {id(p): p for p in old.values()}.values():
                 if id(p) not in kept:
+                    await self._drained(p)
                     await loop.run_in_executor(None, p.close)
             return web.json_response({"changed": "arms", **self._state()})
         except InputError as e:
             return _error(400, str(e))
+
+    async def _drained(self, policy: ServedPolicy) -> None:
+        """Until the requests ``policy`` is answering are answered (new ones go to the new arms)."""
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while self._inflight.get(id(policy), 0) > 0:
+            if time.monotonic() > deadline:
+                log.warning("arm policy %s still answers %d requests after %.0f s: closed anyway", policy.spec,
+                            self._inflight[id(policy)], DRAIN_TIMEOUT_S)
+                break
+            await asyncio.sleep(0.05)
 
     def _state(self) -> dict[str, Any]:
         return {"split": self.split if self.ab else None,
@@ -575,6 +642,9 @@ class Router(BackgroundServer):
 
     def close(self) -> None:
         self.stop_thread()
+        if self.recorder is not None:
+            self._end_sessions()  # the sessions still held, recorded as they stand
+            self.recorder.close()
         self.events.close()
         for p in self.policies.values():
             p.close()  # an arm's policy may serve both arms: closing twice is a no-op
@@ -599,7 +669,7 @@ def build_router(arms: dict[str, str], engine: str = "hf", config: str | None = 
     ``{arm: PATH}``, the prompt policy an arm serves with (``serve --prompt-policy``)."""
     from ..run.checkpoint import split_run_spec
     from ..run.prompt_policy import load_prompt_policy
-    from .policies import load_served_policy
+    from .policies import load_served_policy, split_prompt_spec
 
     # read before any model loads: a bad file fails fast
     prompts = {name: load_prompt_policy(path) for name, path in (prompt_policies or {}).items()}
@@ -608,18 +678,22 @@ def build_router(arms: dict[str, str], engine: str = "hf", config: str | None = 
     def load(arms: dict[str, str], current: dict[str, ServedPolicy]) -> dict[str, ServedPolicy]:
         cfg = config
         if cfg is None:
-            runs = [Path(split_run_spec(spec)[0]) / "config.yaml" for spec in arms.values()]
+            runs = [Path(split_run_spec(split_prompt_spec(spec)[0])[0]) / "config.yaml" for spec in arms.values()]
             cfg = next((str(c) for c in runs if c.is_file()), None)
         # a serving policy is reused only as it would be loaded now (its run's settings and reward)
         have = {p.spec: p for p in current.values() if served_with.get(id(p)) == cfg}
         loaded: list[ServedPolicy] = []
         try:
             for name, spec in arms.items():
-                if spec not in have:
-                    have[spec] = load_served_policy(name, spec, engine=engine, config=cfg, overrides=overrides,
-                                                    max_batch_size=max_batch_size, log=log)
-                    served_with[id(have[spec])] = cfg
-                    loaded.append(have[spec])
+                if spec in have:
+                    continue
+                model = split_prompt_spec(spec)[0]
+                same = next((p for p in have.values() if split_prompt_spec(p.spec)[0] == model), None)
+                # the same model under another prompt: its engine, shared; else the model loaded
+                have[spec] = same.sharing(name, spec) if same is not None else load_served_policy(
+                    name, spec, engine=engine, config=cfg, overrides=overrides, max_batch_size=max_batch_size, log=log)
+                served_with[id(have[spec])] = cfg
+                loaded.append(have[spec])
             return {name: have[spec] for name, spec in arms.items()}
         except BaseException:
             for p in loaded:

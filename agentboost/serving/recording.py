@@ -1,0 +1,109 @@
+"""Served sessions as token-exact episodes (``serve --record``; off by default).
+
+A served session goes through the gateway's recorder (``gateway/session.py``), so its record is the
+one a gateway episode gets: every call's prompt ids, sampled ids and log-probs, the segments, the
+messages, tool calls, split reasons, and the status of what ended it (``incomplete`` when the client
+went away mid-answer: never trained on). ``agentboost check`` verifies it from the file alone.
+
+What is stored, in ``OUT/sessions.jsonl`` beside the event log: the conversation as the client sent
+it (system prompt, user turns, tool results) and the model's answers, as text and as token ids; the
+request's user id, if it named one; the outcome posted to ``/v1/feedback`` (and the task row, when
+the outcome was ``{"task": ...}``). Nothing else of the request (headers, addresses, the token).
+
+Each record carries ``metadata["served"]``: the session id, the arm, the policy it was served from
+(``spec``: ``RUN_DIR:step_NNNNNN`` or a model; the loop's versions are checkpoints), the user and
+the outcome. The task is the feedback's task row where one came; otherwise the session's opening
+(system prompt and first user turn) names it (``task_id`` ``prompt:<digest>``), so that sessions
+of the same task form a GRPO group whoever sent them.
+
+A session is written when its outcome arrives (a later outcome writes it again: the last line of
+an ``episode_id`` counts) and when it ends without one (forgotten past ``max_sessions``, the arms
+changed, the server stopped); a session with no outcome is kept, with ``reward`` null, and counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..episodes.record import Episode, EpisodeWriter
+from ..files import iter_jsonl
+from ..gateway.session import Session
+
+SESSIONS = "sessions.jsonl"  # in the serving directory, beside ab.jsonl
+
+
+def opening_task_id(messages: list[dict[str, Any]], system: str | None) -> str:
+    """``prompt:<digest>`` of a conversation's system prompt and first user turn: the task a
+    session without a task row is grouped by."""
+    first = next((m for m in messages if m.get("role") == "user"), None)
+    text = json.dumps([system or "", (first or {}).get("content")], sort_keys=True, ensure_ascii=False)
+    return "prompt:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def apply_outcome(ep: Episode, reward: float | None, success: bool | None) -> None:
+    """A client's outcome as the episode's reward: its ``reward`` (else 1 or 0 from ``success``),
+    and ``success`` as the outcome component ``Episode.succeeded`` reads."""
+    ep.reward = float(reward) if reward is not None else float(bool(success))
+    if success is not None:
+        ep.reward_components = {**ep.reward_components, "outcome": float(bool(success))}
+
+
+class SessionRecorder:
+    """Appends served sessions to ``path`` (flushed line by line: a crash loses no written one).
+    Called from the serving loop; ``close`` from another thread."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._writer = EpisodeWriter(self.path)
+        self._lock = threading.Lock()
+        self._written: dict[str, int] = {}  # session id -> calls in its last written record
+        self.written = 0
+
+    def write(self, s: Session, served: dict[str, Any], episode: Episode | None = None,
+              outcome: dict[str, Any] | None = None) -> Episode:
+        """Write session ``s`` (``episode``: its record, already scored by the caller; else built
+        here). ``served``: the arm, spec and user it was served under; ``outcome``: the feedback."""
+        ep = episode if episode is not None else s.episode()
+        if "task_id" not in s.task:
+            first = s.lineages[0].model if s.lineages else None
+            ep.task_id = ep.group_id = opening_task_id(s.last_messages, first._prev_system if first else None)
+        if outcome is not None and episode is None:
+            apply_outcome(ep, outcome.get("reward"), outcome.get("success"))
+        ep.metadata["served"] = {**served, "session": s.id, "outcome": outcome, "recorded_at": time.time()}
+        with self._lock:
+            if self._writer is None:
+                return ep
+            self._writer.write(ep)
+            self._written[s.id] = s.num_calls()
+            self.written += 1
+        return ep
+
+    def end(self, s: Session, served: dict[str, Any]) -> None:
+        """A session leaves the server: written unless its last record already holds every call
+        (a session that got its outcome and then nothing more)."""
+        if s.num_calls() and self._written.get(s.id) != s.num_calls():
+            self.write(s, served)
+        self._written.pop(s.id, None)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+
+
+def latest_records(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The last record of each served episode in a ``sessions.jsonl`` (an episode is written again
+    when a later outcome arrives), by ``episode_id``, in the order each first appeared."""
+    out: dict[str, dict[str, Any]] = {}
+    if not Path(path).is_file():
+        return out
+    for _, row in iter_jsonl(path, growing=True):
+        if isinstance(row, dict) and "episode_id" in row:
+            out[row["episode_id"]] = row
+    return out
