@@ -18,9 +18,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("rollout: episode runner, worker, pool", ("agentboost.rollout",)),
     ("the run: config, preflight, run directory, checkpoints, metrics, health, the assembly", ("agentboost.run",)),
     ("evaluation: eval, its progress, paired and unpaired statistics", ("agentboost.evaluation",)),
-    ("trainer, data preparation, integrations, testing aids, serving", ("agentboost.trainer", "agentboost.data",
-                                                                       "agentboost.integrations", "agentboost.testing",
-                                                                       "agentboost.scaffold", "agentboost.serving")),
+    ("trainer, data preparation, integrations, testing aids, serving, the continual loop",
+     ("agentboost.trainer", "agentboost.data", "agentboost.integrations", "agentboost.testing", "agentboost.scaffold",
+      "agentboost.serving", "agentboost.continual")),
     ("entry points: command line and Python API", ("agentboost.cli", "agentboost.api", "agentboost.jobs", "agentboost")),
 ]
 

@@ -269,6 +269,56 @@ class RolloutConfig:
 
 
 @dataclass
+class LoopConfig:
+    """The continual loop (``agentboost continual``, docs/continual.md): serve with sessions recorded,
+    train a candidate from rewarded sessions, gate it offline, A/B test it live with a sequential
+    test, promote it or roll it back; every version's lineage and cost, within ``loop.max_cost``."""
+    # the policy served at the start: a model or RUN_DIR[:CHECKPOINT]; "": model.path
+    production: str = ""
+    # rewarded sessions served by the production version (not learned from before) that make a candidate
+    sessions_per_round: int = 64
+    # how a candidate learns: "grpo" (groups of sessions of one task), "rft" (supervised steps on the
+    # successful sessions), "auto" (grpo where groups with differing rewards exist, else rft); a prompt
+    # run (algorithm.policy: prompt) takes a prompt step instead, whatever this says
+    method: str = "auto"
+    min_group_size: int = 2  # sessions of one task that form a GRPO group
+    min_groups: int = 2  # auto: groups whose rewards differ needed for grpo
+    train_epochs: int = 2  # passes over the round's sessions (GRPO updates, or supervised epochs)
+    sft_lr: float = 1.0e-4  # the rft step's learning rate (GRPO uses optim.lr)
+    # the offline gate's held-out tasks (relative to the config); "": data.val_file
+    gate_file: str = ""
+    gate_tasks: int = 16  # the first ones of gate_file
+    gate_samples: int = 1  # episodes per gate task and policy
+    # the candidate is kept out of the live test when its held-out success rate is below its
+    # parent's by more than this
+    gate_max_drop: float = 0.1
+    split: float = 0.5  # the candidate's share of new sessions during its live test
+    alpha: float = 0.01  # the sequential test's level for a promotion
+    rollback_alpha: float = 0.05  # its level for a rollback (a worse candidate leaves sooner)
+    # the spread of differences the sequential test is tuned to (the mSPRT's mixture, in the metric's units)
+    mixture_sd: float = 0.1
+    min_outcomes: int = 10  # outcomes per arm before the test's first look
+    # outcomes (both arms) after which an undecided test ends: the candidate is rolled back as inconclusive
+    window: int = 400
+    metric: str = "reward"  # what the live test compares: the sessions' "reward" or "success"
+    # guards: the candidate is rolled back when, over at least guard_min_calls calls an arm, its error
+    # rate exceeds the baseline's by more than guard_error_rate, or its p95 latency or its cost per
+    # session (tokens) is more than guard_latency_ratio or guard_cost_ratio times the baseline's
+    guard_error_rate: float = 0.05
+    guard_latency_ratio: float = 2.0
+    guard_cost_ratio: float = 2.0
+    guard_min_calls: int = 20
+    # USD; 0: no limit. The loop's machine time (hours x run.cost_per_hour) counts against it
+    max_cost: float = 0.0
+    max_rounds: int = 0  # candidates to train (0: until the budget); then the loop stops
+    # a chat model judge for sessions that get no outcome (reward.judge's keys: model, rubric, ...);
+    # {}: none. Judged sessions are trained on; the live test counts users' outcomes only
+    judge: dict[str, Any] = field(default_factory=dict)
+    feedback_wait_s: float = 300.0  # a session with no outcome this long after its record is judged
+    poll_s: float = 1.0  # how often the loop reads the served sessions and the live test
+
+
+@dataclass
 class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -284,6 +334,7 @@ class TrainConfig:
     run: RunConfig = field(default_factory=RunConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    loop: LoopConfig = field(default_factory=LoopConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -311,6 +362,8 @@ def _choices() -> dict[str, tuple[str, ...]]:
         "reward.group_policy": GROUP_POLICIES,
         "rollout.engine": ("hf", "vllm", "auto"),
         "rollout.vllm_lora_sync": ("auto", "adapter", "merged"),
+        "loop.method": ("auto", "grpo", "rft"),
+        "loop.metric": ("reward", "success"),
     }
 
 
@@ -442,7 +495,8 @@ def load_config(path: str | Path | None, overrides: list[str] = (), for_training
             raise ConfigError(f"{p}: not UTF-8 text (byte {e.start})") from None
         _apply(cfg, data, "", str(p))
         for section, key in (("data", "train_file"), ("data", "val_file"), ("warm_start", "tasks_file"),
-                             ("prompt", "gate_file"), ("agent", "prompt_policy")):
+                             ("prompt", "gate_file"), ("agent", "prompt_policy"),
+                             ("loop", "gate_file")):
             # relative paths are relative to the config file
             value = getattr(getattr(cfg, section), key)
             if value and not Path(value).is_absolute() and (p.parent / value).exists():
@@ -527,6 +581,18 @@ def validate(cfg: TrainConfig, where: str, for_training: bool = True) -> None:
             raise ConfigError(f"{where}: {e}") from None
         if cfg.reward.name != "judge":
             raise ConfigError(f"{where}: reward.judge is set but reward.name is {cfg.reward.name!r}; set reward.name: judge")
+    if cfg.loop.judge:
+        from ..models.chat import ChatModelError
+        from ..rewards.judge import JudgeConfigError, judge_config
+
+        try:
+            judge_config(cfg.loop.judge, "loop.judge")
+        except (JudgeConfigError, ChatModelError) as e:
+            raise ConfigError(f"{where}: {e}") from None
+    if cfg.loop.method == "grpo" and cfg.validation.temperature == 0:
+        raise ConfigError(f"{where}: loop.method grpo learns from sessions served at validation.temperature, which is "
+                          "0 (greedy): the sessions of one task are alike and their log-probs undefined; serve at a "
+                          "temperature > 0, or use loop.method rft")
     if cfg.algorithm.policy == "prompt":
         if cfg.warm_start.demonstrations:
             raise ConfigError(f"{where}: warm_start trains weights; algorithm.policy: prompt changes only the prompt "
@@ -629,6 +695,28 @@ BOUNDS: dict[str, tuple[float | None, float | None, bool, bool]] = {
     "rollout.vllm_kv_cache_gib": (0, None, False, False),
     "rollout.vllm_max_model_len": (0, None, True, False),
     "rollout.vllm_startup_timeout_s": (0, None, False, False),
+    "loop.sessions_per_round": (1, None, True, False),
+    "loop.min_group_size": (2, None, True, False),
+    "loop.min_groups": (1, None, True, False),
+    "loop.train_epochs": (1, None, True, False),
+    "loop.sft_lr": (0, 1, False, True),
+    "loop.gate_tasks": (2, None, True, False),
+    "loop.gate_samples": (1, 1024, True, True),
+    "loop.gate_max_drop": (0, 1, True, True),
+    "loop.split": (0, 1, False, False),
+    "loop.alpha": (0, 1, False, False),
+    "loop.rollback_alpha": (0, 1, False, False),
+    "loop.mixture_sd": (0, None, False, False),
+    "loop.min_outcomes": (2, None, True, False),
+    "loop.window": (4, None, True, False),
+    "loop.guard_error_rate": (0, 1, True, True),
+    "loop.guard_latency_ratio": (1, None, True, False),
+    "loop.guard_cost_ratio": (1, None, True, False),
+    "loop.guard_min_calls": (1, None, True, False),
+    "loop.max_cost": (0, None, True, False),
+    "loop.max_rounds": (0, None, True, False),
+    "loop.feedback_wait_s": (0, None, True, False),
+    "loop.poll_s": (0, None, False, False),
 }
 
 
