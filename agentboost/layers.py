@@ -12,7 +12,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("environments and tools", ("agentboost.environments", "agentboost.tools")),
     # the gateway is the trainable model behind HTTP: the episode runner runs an http agent through it
     ("agents: trainable model, gateway, episode runner, worker, pool", ("agentboost.agents", "agentboost.gateway")),
-    ("trainer, data preparation, integrations, testing aids", ("agentboost.trainer", "agentboost.data",
+    ("trainer, data preparation, integrations, testing aids", ("agentboost.trainer", "agentboost.data", "agentboost.bench",
                                                               "agentboost.integrations", "agentboost.testing",
                                                               "agentboost.scaffold", "agentboost.serving")),
     ("entry points: command line and Python API", ("agentboost.cli", "agentboost.api", "agentboost.jobs", "agentboost")),
