@@ -1,6 +1,7 @@
-"""The benchmarks agentboost knows: the built-in recipes (``bench/recipes/*.yaml``), the recipes in the
-folders or files named by ``AGENTBOOST_BENCHMARKS`` (``os.pathsep``-separated), and a recipe file given
-by its path wherever a benchmark's name is taken."""
+"""The benchmarks agentboost knows: the built-in recipes (``bench/recipes/*.yaml``), the recipes named
+by ``AGENTBOOST_BENCHMARKS`` (``os.pathsep``-separated recipe files, or folders whose ``*.bench.yaml``
+files are recipes: a folder also holds the recipes' configs and tasks), and a recipe file given by its
+path wherever a benchmark's name is taken."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def _recipe_files() -> list[Path]:
     for entry in filter(None, os.environ.get(ENV, "").split(os.pathsep)):
         p = Path(entry).expanduser()
         if p.is_dir():
-            files += sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml"))
+            files += sorted(p.glob("*.bench.yaml")) + sorted(p.glob("*.bench.yml"))
         elif p.is_file():
             files.append(p)
         else:

@@ -34,7 +34,7 @@ def _user_recipe(tmp_path: Path, text: str = RECIPE, folder: str = "recipes") ->
     d.mkdir(exist_ok=True)
     (d / "tasks.jsonl").write_text((REPO / "examples/quickstart/data/test.jsonl").read_text())
     (d / "config.yaml").write_text((REPO / "examples/quickstart/config.yaml").read_text())
-    (d / "arith.yaml").write_text(text)
+    (d / "arith.bench.yaml").write_text(text)
     return d
 
 
@@ -57,20 +57,20 @@ def test_bad_input_is_one_line_naming_what_to_do(tmp_path, case):
         r = cli("bench", "run", "no-such-bench", env=env)
         want = "unknown benchmark 'no-such-bench'; `agentboost bench list`"
     elif case == "missing-package":
-        (d / "arith.yaml").write_text(RECIPE.replace("source: {file: tasks.jsonl}", "source: {file: tasks.jsonl, "
+        (d / "arith.bench.yaml").write_text(RECIPE.replace("source: {file: tasks.jsonl}", "source: {file: tasks.jsonl, "
                                       "package: not-a-real-pkg, module: not_a_real_pkg_xyz, install: pip install not-a-real-pkg}"))
         r = cli("bench", "run", "my-arithmetic", env=env)
         want = "benchmark my-arithmetic needs the package not-a-real-pkg, which is not installed: pip install not-a-real-pkg"
     elif case == "malformed":
-        (d / "arith.yaml").write_text(RECIPE.replace("version: 1\n", ""))
+        (d / "arith.bench.yaml").write_text(RECIPE.replace("version: 1\n", ""))
         r = cli("bench", "list", env=env)
-        want = f"{d / 'arith.yaml'}: recipe field 'version' is missing"
+        want = f"{d / 'arith.bench.yaml'}: recipe field 'version' is missing"
     elif case == "bad-field":
-        (d / "arith.yaml").write_text(RECIPE.replace("sizes: {smoke: {tasks: 3}", "sizes: {smoke: {tasks: -3}"))
-        r = cli("bench", "run", str(d / "arith.yaml"))
+        (d / "arith.bench.yaml").write_text(RECIPE.replace("sizes: {smoke: {tasks: 3}", "sizes: {smoke: {tasks: -3}"))
+        r = cli("bench", "run", str(d / "arith.bench.yaml"))
         want = "sizes.smoke.tasks: expected tasks or samples, an integer >= 1"
     else:
-        (d / "arith.yaml").write_text(RECIPE.replace("my-arithmetic", "humaneval"))
+        (d / "arith.bench.yaml").write_text(RECIPE.replace("my-arithmetic", "humaneval"))
         r = cli("bench", "list", env=env)
         want = "benchmark 'humaneval' is already registered by"
     assert r.returncode == 2, r.stdout + r.stderr
@@ -119,7 +119,7 @@ def test_rescore_recomputes_from_the_stored_episodes_and_says_what_changed(tmp_p
                       .replace("config: config.yaml", "config: config.yaml\noverrides: {reward.name: 'myreward:always_one'}"),
                       folder="v2")
     (d2 / "myreward.py").write_text("def always_one(task, episode):\n    return 1.0\n")
-    r = cli("bench", "rescore", str(out), "--recipe", str(d2 / "arith.yaml"), env=env, timeout=300)
+    r = cli("bench", "rescore", str(out), "--recipe", str(d2 / "arith.bench.yaml"), env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     after = _report(out)
     ok = [json.loads(x) for x in (out / "model_episodes.jsonl").read_text().splitlines()]
