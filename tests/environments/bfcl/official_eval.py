@@ -4,8 +4,9 @@
 writing BFCL's score files; the verdict of each entry is read back from them.
 
 Run as a script (a process of its own, so that nothing of agentboost's import of bfcl-eval is in
-it): ``python official_eval.py OUTPUTS.json SCORE_DIR`` where OUTPUTS is ``{category: [[{"id",
-"result"}, ...] per round]}``; prints ``{category: [{id: valid} per round]}`` as JSON.
+it): ``python official_eval.py OUTPUTS.json SCORE_DIR VERDICTS.json`` where OUTPUTS is ``{category:
+[[{"id", "result"}, ...] per round]}``; writes ``{category: [{id: valid} per round]}`` to VERDICTS.json
+(BFCL's runner prints its progress on stdout).
 
 bfcl-eval's model table imports every provider SDK's handler; the SDKs agentboost does not install
 (anthropic, mistralai, cohere, google-genai, writer, qwen-agent, tree-sitter, datamodel-code-generator)
@@ -73,7 +74,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-def main(outputs_path: str, score_root: str) -> None:
+def main(outputs_path: str, score_root: str, verdicts_path: str) -> None:
     sys.meta_path.append(_Finder())
     os.environ["BFCL_PROJECT_ROOT"] = score_root
     os.environ.setdefault("OPENAI_API_KEY", "not-used")  # the handler makes a client it never calls
@@ -103,8 +104,9 @@ def main(outputs_path: str, score_root: str) -> None:
             header, failed = rows[0], {r["id"] for r in rows[1:]}
             assert header["total_count"] == len(model_result), header
             verdicts[category].append({r["id"]: r["id"] not in failed for r in model_result})
-    print(json.dumps(verdicts))
+    with open(verdicts_path, "w") as f:
+        json.dump(verdicts, f)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3])

@@ -54,16 +54,18 @@ def test_scores_equal_bfcl_evals_own(tmp_path):
     (tmp_path / "outputs.json").write_text(json.dumps(rounds))
     (tmp_path / "scores").mkdir()
     official = subprocess.Popen([sys.executable, str(HERE / "official_eval.py"), str(tmp_path / "outputs.json"),
-                                 str(tmp_path / "scores")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                 str(tmp_path / "scores"), str(tmp_path / "verdicts.json")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ours = {}
     for c, cs in cases.items():
         multi = package.is_multi_turn(c)
         for e, k, v in cs:
             msgs = gen.messages_multi(e, v) if multi else gen.messages_single(e, v)
             ours[(c, k, e["id"])] = scoring.score_messages(task_row(e["id"]), msgs)["valid"]
-    out, err = official.communicate(timeout=900)
+    _, err = official.communicate(timeout=900)
     assert official.returncode == 0, err[-3000:]
-    theirs = {(c, k, i): valid for c, rs in json.loads(out).items() for k, r in enumerate(rs) for i, valid in r.items()}
+    verdicts = json.loads((tmp_path / "verdicts.json").read_text())
+    theirs = {(c, k, i): valid for c, rs in verdicts.items() for k, r in enumerate(rs) for i, valid in r.items()}
     assert set(theirs) == set(ours)
     differences = [(key, ours[key], theirs[key]) for key in ours if ours[key] != theirs[key]]
     assert differences == [], f"{len(differences)} differences, e.g. {differences[:5]}"
