@@ -235,10 +235,9 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"  {label:<8} accuracy {acc} ({ci}) over {r['episodes']} episodes"
                      + (f", {r['aborted']} aborted (outages: left out)" if r.get("aborted") else "")
                      + f"  {r['policy']}")
-        if r.get("tau2"):
-            passk = " ".join(f"{k}={v:.3f}" for k, v in r["tau2"].items() if k.startswith("pass^") and v is not None)
-            if passk:
-                lines.append(f"  {'':<8} {passk}")
+        if r.get("tau2", {}).get("pass_hat_k"):  # tau2's pass^k (JSON keys are text)
+            passk = " ".join(f"pass^{k}={v:.3f}" for k, v in r["tau2"]["pass_hat_k"].items())
+            lines.append(f"  {'':<8} {passk}")
     d = report.get("difference")
     if d:
         lines.append(f"  difference {d['mean_difference']:+.3f} ({interval_text(d['ci95'], d['tasks'])}), "
