@@ -30,9 +30,9 @@ def rescore(out: str | Path, recipe_path: str | None = None, log=print) -> dict[
     from ..episodes.record import EpisodeFileError
     from ..rewards.groups import apply_group_policy
     from ..tasks import load_tasks
-    from ..trainer.agent_setup import environment
-    from ..trainer.eval_progress import rewrite_episodes
-    from ..trainer.evaluation import paired_comparison
+    from ..run.assembly import environment
+    from ..evaluation.progress import rewrite_episodes
+    from ..evaluation.statistics import paired_comparison
 
     out = Path(out)
     before = read_report(out)

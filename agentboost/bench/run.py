@@ -1,7 +1,7 @@
 """``agentboost bench run``: a benchmark's recipe through ``eval``'s functions, one report format.
 
 The recipe's tasks are made (or found), its configuration is loaded with the protocol applied, and
-the model (and the baseline, when one is given) runs through ``trainer.evaluation.run_policy``: each
+the model (and the baseline, when one is given) runs through ``evaluation.evaluate.run_policy``: each
 episode is appended as it finishes, a rerun with the same arguments resumes, outages are retried and
 counted apart (``eval_progress``). The report (``report.json``, schema ``agentboost.bench/1``) holds
 each side's accuracy with its 95% interval, the paired difference against the baseline (``eval``'s
@@ -78,7 +78,7 @@ def protocol_overrides(recipe: Recipe) -> list[str]:
 
 
 def load_recipe_config(recipe: Recipe, overrides: list[str] = ()):
-    from ..trainer.config import load_config
+    from ..run.config import load_config
 
     return load_config(recipe.config, protocol_overrides(recipe) + list(overrides), for_training=False)
 
@@ -87,7 +87,7 @@ def side(episodes: list[Episode], label: str) -> dict[str, Any]:
     """A policy's figures: accuracy (success over the episodes that have an outcome) with the 95%
     interval of the mean over tasks (the samples of a task are averaged first: they are not
     independent), and ``eval``'s other figures."""
-    from ..trainer.evaluation import describe
+    from ..evaluation.evaluate import describe
 
     r = describe(episodes, label)
     per_task = [sum(v) / len(v) for v in r.per_task.values()]
@@ -124,9 +124,10 @@ def run_benchmark(recipe: Recipe, model: str, baseline: str | None = None, size:
                   out: str | Path | None = None, overrides: list[str] = (), workers: int = 1, slots: int = 16,
                   retries: int = 2, backoff_s: float = 5.0, log=print) -> dict[str, Any]:
     from ..tasks import load_tasks
-    from ..trainer.checkpoint import CheckpointError
-    from ..trainer.eval_progress import check_args
-    from ..trainer.evaluation import EvalInputError, eval_arguments, paired_comparison, run_policy
+    from ..run.checkpoint import CheckpointError
+    from ..evaluation.progress import check_args
+    from ..evaluation.evaluate import eval_arguments, run_policy
+    from ..evaluation.statistics import EvalInputError, paired_comparison
 
     if size not in recipe.sizes:
         raise BenchmarkError(f"benchmark {recipe.name} has no {size} size (it has {', '.join(recipe.sizes)})")

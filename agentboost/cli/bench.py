@@ -56,7 +56,7 @@ def cmd_bench_list(args) -> int:
     print(f"{'benchmark':<30} {'version':>7}  {'licence':<14} source")
     for r in known.values():
         print(f"{r.name:<30} {r.version:>7}  {r.licence:<14} {r.source.describe()}")
-    print(f"{len(known)} benchmarks; `agentboost bench run NAME --model M` runs one (docs/benchmarks.md)")
+    print(f"{len(known)} benchmarks; `agentboost bench run NAME --model M` runs one (docs/bench.md)")
     return 0
 
 

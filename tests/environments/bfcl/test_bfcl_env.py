@@ -21,7 +21,7 @@ BFCL_ENV = dict(reward="agentboost.environments.bfcl.scoring:bfcl_reward",
 
 def _episode(tokenizer, row, script, **spec_options):
     from agentboost.agents.chat_rendering import ChatRenderer
-    from agentboost.agents.episode_runner import run_episode
+    from agentboost.rollout.episode_runner import run_episode
     from agentboost.agents.strands_agent import StrandsAgentSpec
     from agentboost.environments.strands_env import StrandsEnv
     from agentboost.sampling.protocol import SamplingParams
