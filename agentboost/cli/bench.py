@@ -27,8 +27,8 @@ def add_bench(sub) -> None:
                           "or a chat model spec (default: smollm2-135m-instruct)")
     run.add_argument("--baseline", help="the same kinds: compared with the model on the same tasks and seeds")
     run.add_argument("--full", action="store_true", help="the protocol's full size (default: the smoke size)")
-    run.add_argument("overrides", nargs="*", help="dotted overrides of the recipe's configuration (recorded in the "
-                                                  "report as deviations from the protocol)")
+    run.add_argument("overrides", nargs="*", help="dotted overrides of the recipe's configuration, right after NAME "
+                                                  "(recorded in the report as deviations from the protocol)")
     add_options(run, ("--max-tasks", int, "run on the first N tasks"), ("--samples", int, "episodes per task"),
                 ("--seed", 0, "sampling seed, the same for both sides (default: 0)"),
                 ("--out", str, "directory for the report and the episodes (default: bench/NAME)"),
