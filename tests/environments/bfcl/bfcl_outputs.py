@@ -68,6 +68,8 @@ def single_call_variants(e: dict) -> list[list[tuple[str, dict]] | str]:
     gt = package.ground_truth(e["id"])
     category = package.category_of(e["id"])
     if category in RELEVANCE:
+        if not e["function"]:  # a few live_irrelevance entries offer no function at all
+            return ["I cannot help with that using the functions I have.", [], [("get_weather", {"city": "Boston"})]]
         doc = e["function"][0]
         args = {k: "x" for k in (doc["parameters"].get("required") or [])}
         return ["I cannot help with that using the functions I have.", [], [(tool_name(doc["name"]), args)]]
