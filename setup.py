@@ -10,6 +10,7 @@ setup(
     license_files=["LICENSE"],
     python_requires=">=3.10",
     packages=find_packages(include=["agentboost", "agentboost.*"]),
+    package_data={"agentboost.bench": ["recipes/*.yaml"]},  # the built-in benchmarks' recipes
     install_requires=[
         # torch is pinned by the install command (setup.sh) so that pip takes the CPU wheel;
         # any torch >= 2.4 works.
