@@ -17,7 +17,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(_cores[_worker % len(_cores)]))
 
 import pytest  # noqa: E402
-from helpers import CHAT_KEY, CHAT_KEY_ENV, QWEN3_DIR
+from helpers import CHAT_KEY, CHAT_KEY_ENV, QWEN3_DIR, RLLM_ENV_TESTS, rllm_here, rllm_python
 
 
 def pytest_configure(config):
@@ -28,6 +28,20 @@ def pytest_configure(config):
 
     if not protections()["isolated"]:
         os.environ.setdefault("AGENTBOOST_SANDBOX_ALLOW_WEAK", "1")
+
+
+def pytest_ignore_collect(collection_path, config):
+    # The tests against a real rLLM run in the interpreter that has it (helpers.RLLM_ENV_TESTS): from
+    # another one with the rLLM environment present, test_rllm_environment.py runs them there and
+    # they are not collected here; that file itself only from such an interpreter. Without the rLLM
+    # environment they are collected and skip naming the install (helpers.rllm_or_skip).
+    if collection_path.parent.name != "rllm" or collection_path.parent.parent.name != "integrations":
+        return None
+    if collection_path.name in RLLM_ENV_TESTS:
+        return True if (not rllm_here() and rllm_python()) else None
+    if collection_path.name == "test_rllm_environment.py":
+        return True if (rllm_here() or not rllm_python()) else None
+    return None
 
 
 def pytest_runtest_setup(item):

@@ -43,8 +43,8 @@ def cli(*args: str, timeout: float | None = 300, cwd: str | Path | None = None, 
 
 def _dry_run(script: str | Path, args: tuple[str, ...], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(script), *args], capture_output=True, text=True, timeout=180,
-                          env={"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-                               "HOME": "/home/user", "DRY_RUN": "1", **env})
+                          env={"PATH": os.environ["PATH"], "PYTHON": sys.executable, "HOME": "/home/user",
+                               "DRY_RUN": "1", **env})
 
 
 def dry_run_refused(script: str | Path, *args: str, **env: str) -> tuple[list[str], str]:
@@ -56,7 +56,7 @@ def dry_run_refused(script: str | Path, *args: str, **env: str) -> tuple[list[st
 
 def dry_run(script: str | Path, *args: str, **env: str) -> list[str]:
     """The lines an example's shell script prints with DRY_RUN=1 (its command, or its veRL overrides),
-    run with a minimal environment plus ``env`` and this interpreter's ``python3`` first on PATH (the
+    run with a minimal environment plus ``env`` and this interpreter as the scripts' ``PYTHON`` (the
     veRL scripts validate their overrides with veRL's own config in DRY_RUN); a non-zero exit raises."""
     res = _dry_run(script, args, env)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -160,6 +160,47 @@ def vllm_python_or_skip() -> str:
             pytest.fail(f"CI=true but the vLLM engine is not installed: {INSTALL_HINT}")
         pytest.skip(f"the vLLM engine is not installed: {INSTALL_HINT}")
     return python
+
+
+# The rLLM path's tests against a real rLLM@1fc3c4b and its veRL fork. The fork is a veRL of its own,
+# so they live in an environment of their own (.venv-rllm, `bash setup.sh --rllm`): run from there
+# they run directly; run from another interpreter with that environment present, conftest.py leaves
+# them out and integrations/rllm/test_rllm_environment.py runs each file there (nothing skips).
+RLLM_ENV_TESTS = ("test_rllm_integration.py", "test_rllm_cpu_smoke.py")
+RLLM_INSTALL = "bash setup.sh --rllm (rLLM and its veRL fork from ../shared/upstream; docs/rllm.md)"
+
+
+def rllm_here() -> bool:
+    """Whether this interpreter imports rLLM (and so its veRL fork)."""
+    import importlib.util
+
+    return importlib.util.find_spec("rllm") is not None
+
+
+def rllm_python() -> str | None:
+    """The rLLM path's interpreter: ``$AGENTBOOST_RLLM_PYTHON``, else this checkout's .venv-rllm."""
+    named = os.environ.get("AGENTBOOST_RLLM_PYTHON")
+    if named:
+        return named
+    venv = REPO / ".venv-rllm" / "bin" / "python"
+    return str(venv) if venv.is_file() else None
+
+
+def rllm_or_skip() -> None:
+    """For the tests that need rLLM in this interpreter: skip naming the way to run them, and fail
+    under CI=true, which builds the rLLM environment (its absence there is a broken setup)."""
+    import pytest
+
+    if rllm_here():
+        return
+    if rllm_python():
+        why = (f"rLLM is installed in {rllm_python()}, not in this interpreter: run this file with it "
+               "(the whole suite runs it there: integrations/rllm/test_rllm_environment.py)")
+    else:
+        why = f"rLLM@1fc3c4b and its veRL fork are not installed: {RLLM_INSTALL}"
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"CI=true but {why}")
+    pytest.skip(why)
 
 
 def recording_factory(model, tools, system_prompt):

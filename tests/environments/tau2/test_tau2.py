@@ -693,8 +693,8 @@ def test_the_tau2_example_scripts_configure_both_backends():
 
     script = REPO / "examples/tau2/train_tau2_with_strands.sh"
     local = dry_run(script, BACKEND="local")
-    assert local[:3] == ["agentboost", "train", str(REPO / "examples/tau2/config.yaml")]
-    cfg = load_config(local[2], local[3:], for_training=False)
+    assert local[:5] == [sys.executable, "-m", "agentboost.cli", "train", str(REPO / "examples/tau2/config.yaml")]
+    cfg = load_config(local[4], local[5:], for_training=False)
     assert cfg.env.conversation == CONVERSATION
     assert cfg.env.conversation_options["user"] == "completions" and cfg.env.conversation_options["system_prompt"] == "tau2"
     pytest.importorskip("verl")

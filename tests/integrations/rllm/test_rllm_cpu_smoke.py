@@ -1,7 +1,8 @@
 """rLLM's ``AgentTrainer`` end to end on CPU, with agentboost's patches: the DeepCoder rLLM script
 with ``CPU_SMOKE=1`` (the calculator agent, the embedded SmolLM2, FSDP over gloo, Ray local, the
 ``agentboost_cpu`` async server of ``agentboost/integrations/rllm/cpu.py``). Where rLLM@1fc3c4b and
-its veRL fork are installed (docs/rllm.md, "What is verified where"); it skips elsewhere (CI).
+its veRL fork are installed (`bash setup.sh --rllm`: .venv-rllm; docs/rllm.md, "What is verified where");
+from another interpreter the suite runs it there (test_rllm_environment.py).
 
 On copies of the installed ``rllm`` and ``verl`` packages (the user's installation is not touched):
 ``apply_patches.py``'s patcher applies the overrides, the script trains 2 steps (and rLLM's final
@@ -9,7 +10,6 @@ validation), the rollout server is given the actor's weights at every wake-up an
 record the weights of 1 update; the episodes are token-exact (``agentboost check``); nothing is left running; the revert restores every
 file byte for byte."""
 
-import importlib.util
 import json
 import os
 import re
@@ -20,15 +20,16 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, cli
+from helpers import REPO, cli, rllm_or_skip
 
 from agentboost.integrations.rllm import patcher as rp
 
-RECIPE = ("rLLM@1fc3c4b and its veRL fork are not installed here; see docs/rllm.md, "
-          "'What is verified where', for the environment this test needs")
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow,
-              pytest.mark.skipif(importlib.util.find_spec("rllm") is None, reason=RECIPE)]
+
+@pytest.fixture(autouse=True)
+def _rllm():
+    rllm_or_skip()  # skips naming the install (fails under CI=true, which builds it)
 
 
 def _ray_processes() -> list[str]:

@@ -144,13 +144,13 @@ def test_the_scripts_log_to_wandb_only_with_its_credentials(tmp_path, credential
                                            "DRY_RUN": "1", **env})
     notes = [line for line in res.stderr.splitlines() if "W&B" in line]
     assert len(notes) == (0 if "wandb" in logger else 1)
-    # ... and the rLLM script (its main_ppo replaced by a stub that records the overrides)
+    # ... and the rLLM script (its python replaced by a stub that records the overrides)
     stub = tmp_path / "bin" / "python3"
     stub.parent.mkdir(exist_ok=True)
     stub.write_text(f"#!/bin/bash\nshift\nprintf '%s\\n' \"$@\" > {tmp_path}/args.txt\n")
     stub.chmod(0o755)
     subprocess.run(["bash", str(REPO / "examples/deepcoder/train_deepcoder_with_strands_rllm.sh")], check=True,
                    capture_output=True, timeout=60,
-                   env={"PATH": f"{stub.parent}:/usr/bin:/bin", "HOME": str(tmp_path), **env})
+                   env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHON": str(stub), **env})
     args = (tmp_path / "args.txt").read_text().splitlines()
     assert f"trainer.logger={json.dumps(logger, separators=(',', ':'))}" in args
