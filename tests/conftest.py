@@ -79,18 +79,32 @@ def smollm2_engine(smollm2_path):
 
 
 @pytest.fixture(scope="session")
-def chat_server(smollm2_path):
+def chat_server(smollm2_path, tmp_path_factory):
     """The embedded model on the vLLM CPU server's OpenAI chat route (tool calls in hermes format,
     structured outputs), which demands ``CHAT_KEY``; ``CHAT_KEY_ENV`` holds it for this session.
-    One server for every test of chat models we do not train (models/chat.py) in the session."""
-    from helpers import vllm_python_or_skip
+    One server for the whole run: every test of chat models we do not train (models/chat.py) and
+    the docs pages whose stand-in for a hosted model it is (test_docs.py), on every xdist worker
+    (``helpers.shared_by_workers``: the first worker to need it starts it; a server takes 30-40 s
+    to start). Its ``url`` is the base URL (without ``/v1``)."""
+    import types
+
+    from helpers import shared_by_workers, vllm_python_or_skip
 
     from agentboost.sampling.vllm_server import VLLMServer
 
     python = vllm_python_or_skip()
     os.environ[CHAT_KEY_ENV] = CHAT_KEY
-    server = VLLMServer(smollm2_path, python=python, kv_cache_gib=1, max_model_len=4096,
-                        extra_args=("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--api-key", CHAT_KEY))
-    with server:
-        yield server
+
+    def start():
+        server = VLLMServer(smollm2_path, python=python, kv_cache_gib=1, max_model_len=4096,
+                            extra_args=("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--api-key", CHAT_KEY))
+        server.start()
+        return server, server.url
+
+    # the run's base temporary directory: each xdist worker's is a folder of it
+    run_dir = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        run_dir = run_dir.parent
+    with shared_by_workers(run_dir / "chat-server", start, lambda server: server.stop()) as url:
+        yield types.SimpleNamespace(url=url)
     os.environ.pop(CHAT_KEY_ENV, None)

@@ -17,6 +17,7 @@ import contextlib
 import itertools
 import json
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -261,12 +262,31 @@ def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, see
 
 
 def run_jobs(pool: StrandsProcessPool, jobs: list[tuple[dict, int]], on_episode) -> list[Episode]:
-    """(task, sample) pairs on ``pool``, ``on_episode`` called as each finishes; in job order."""
+    """(task, sample) pairs on ``pool``, ``on_episode`` called as each finishes (so an evaluation's
+    file grows as they do); in job order, once every ``on_episode`` call has returned. A future's
+    result is visible before its callbacks have run, so waiting on the futures alone let the caller
+    close the episode file while the last write was still to come ("I/O operation on closed file",
+    the episode not written); an error in ``on_episode`` is raised here, not only logged."""
+    returned = threading.Semaphore(0)
+    errors: list[BaseException] = []
+
+    def finished(fut) -> None:
+        try:
+            on_episode(fut.result())
+        except BaseException as e:  # re-raised by the caller below
+            errors.append(e)
+        finally:
+            returned.release()
+
     futures = []
     for task, k in jobs:
         fut = pool.submit(task, group_id=str(task["task_id"]), sample=k)
-        fut.add_done_callback(lambda f: on_episode(f.result()))
+        fut.add_done_callback(finished)
         futures.append(fut)
+    for _ in futures:
+        returned.acquire()
+    if errors:
+        raise errors[0]
     return [f.result() for f in futures]
 
 

@@ -70,3 +70,41 @@ def test_eval_bad_input_is_named(tmp_path):
     assert r.returncode == 2 and "has no intact checkpoint" in r.stderr and "Traceback" not in r.stderr
     r = cli("eval", "--model", "smollm2-135m-instruct", "--out", str(tmp_path / "ev"))
     assert r.returncode == 2 and "no held-out tasks" in r.stderr
+
+
+class _ThreadPool:
+    """What run_jobs uses of the rollout pool (``submit`` -> a concurrent Future), finishing each
+    episode on a thread of its own, as the pool's collector thread does."""
+
+    def submit(self, task, group_id, sample):
+        import threading
+        from concurrent.futures import Future
+
+        fut = Future()
+        threading.Thread(target=fut.set_result, args=((task["task_id"], sample),)).start()
+        return fut
+
+
+def test_run_jobs_returns_only_after_every_episode_was_handed_on():
+    """The evaluation closes its episode file when run_jobs returns; a result is visible before the
+    future's callbacks have run, so run_jobs once returned with the last episode still to be written
+    (seen in CI: "ValueError: I/O operation on closed file", the episode missing from the file)."""
+    import time
+
+    from agentboost.trainer.evaluation import run_jobs
+
+    seen = []
+
+    def slow_writer(ep):
+        time.sleep(0.2)
+        seen.append(ep)
+
+    jobs = [({"task_id": f"t{i}"}, 0) for i in range(4)]
+    assert run_jobs(_ThreadPool(), jobs, slow_writer) == [(f"t{i}", 0) for i in range(4)]
+    assert sorted(seen) == [(f"t{i}", 0) for i in range(4)]
+
+    def broken_writer(ep):
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):  # raised here, not only logged by the pool's thread
+        run_jobs(_ThreadPool(), jobs, broken_writer)

@@ -19,14 +19,22 @@ from helpers import REPO, RLLM_ENV_TESTS, rllm_python
 HERE = Path(__file__).resolve().parent
 
 
-def _outcomes(summary: str) -> dict[str, int]:
-    """pytest's last line (``7 passed, 5 warnings in 71.25s``) as {outcome: count}."""
-    return {k.rstrip("s"): int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)", summary)}
+def outcomes(output: str) -> dict[str, int]:
+    """pytest's summary, its last line (``12 passed, 5 warnings in 100.94s (0:01:40)``), as
+    {outcome: count}; {} where there is none."""
+    lines = [line for line in output.splitlines()
+             if re.search(r"\d+ (passed|failed|skipped|errors?)\b.* in [0-9.]+s", line)]
+    if not lines:
+        return {}
+    return {k.rstrip("s"): int(n) for n, k in
+            re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)", lines[-1])}
 
 
 def test_outcomes_reads_pytests_summary_line():
-    assert _outcomes("7 passed, 5 warnings in 71.25s (0:01:11)") == {"passed": 7}
-    assert _outcomes("1 failed, 5 passed, 1 skipped, 2 errors in 9.1s") == {"failed": 1, "passed": 5, "skipped": 1, "error": 2}
+    assert outcomes("...\n12 passed, 5 warnings in 100.94s (0:01:40)\n") == {"passed": 12}
+    assert outcomes("x\n1 failed, 5 passed, 1 skipped, 2 errors in 9.1s\n") == {
+        "failed": 1, "passed": 5, "skipped": 1, "error": 2}
+    assert outcomes("7 passed in 3.2s\n") == {"passed": 7} and outcomes("no summary\n") == {}
 
 
 @pytest.mark.integration
@@ -39,9 +47,7 @@ def test_the_rllm_tests_pass_in_the_rllm_environment(name):
     r = subprocess.run([python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(HERE / name)],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
     out = r.stdout + r.stderr
-    lines = [line for line in out.splitlines() if re.search(r"\d+ (passed|failed|skipped|errors?) .*in [0-9.]+s", line)]
-    assert r.returncode == 0 and lines, out[-8000:]
-    outcomes = _outcomes(lines[-1])
-    assert set(outcomes) == {"passed"} and outcomes["passed"] >= 1, out[-8000:]
-    print(f"{python} -m pytest {name}:", lines[-1])
+    found = outcomes(out)
+    assert r.returncode == 0 and set(found) == {"passed"}, out[-8000:]  # none failed, none skipped
+    print(f"{python} -m pytest {name}: {found['passed']} passed")
     print(out[out.rfind("slowest"):][:2500])

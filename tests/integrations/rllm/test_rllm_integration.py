@@ -31,16 +31,26 @@ def _rllm():
 
 @pytest.fixture
 def real_copy(tmp_path):
-    """Copies of the installed packages' target files (the real bytes), patched and reverted there
-    rather than in the user's environment."""
+    """Copies of the installed packages' target files (the real bytes; the kept originals too where
+    the installation is patched, and then reverted in the copy), patched and reverted there rather
+    than in the user's environment."""
     roots = rp.find_roots()
     copy = rp.Roots(rllm=tmp_path / "rllm_root", verl=tmp_path / "verl_root")
     for t in rp.TARGETS:
-        src, dst = roots.of(t.package) / t.relpath, copy.of(t.package) / t.relpath
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
+        for rel in (t.relpath, t.upstream_relpath):
+            src, dst = roots.of(t.package) / rel, copy.of(t.package) / rel
+            if src.exists():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dst)
         (copy.of(t.package) / t.package / "__init__.py").touch()
+    _revert_if_patched(copy)
     return roots, copy
+
+
+def _revert_if_patched(roots) -> None:
+    p = rp.Patcher(roots, out=lambda s: None)
+    if any(st.state != rp.ORIGINAL for st in p.status()):
+        assert p.revert() == 0
 
 
 def test_installed_files_are_the_known_versions(real_copy):
@@ -53,8 +63,6 @@ def test_installed_files_are_the_known_versions(real_copy):
 def test_patch_status_revert_on_the_real_files(real_copy, capsys):
     roots, copy = real_copy
     originals = {t.relpath: (copy.of(t.package) / t.relpath).read_bytes() for t in rp.TARGETS}
-    if any(b.startswith(rp.OVERRIDE_MARKER.encode()) for b in originals.values()):
-        pytest.skip("the installed rLLM is already patched; run `python apply_patches.py --revert` to test from scratch")
     args = ["--rllm-root", str(copy.rllm), "--verl-root", str(copy.verl)]
     assert rp.main(args + ["--status"]) == 0
     assert capsys.readouterr().out.count(rp.ORIGINAL) == 3
@@ -213,7 +221,7 @@ def patched_copy(tmp_path_factory):
     rllm_targets = tuple(t for t in rp.TARGETS if t.package == "rllm")
     p = rp.Patcher(rp.Roots(rllm=site, verl=roots.verl), targets=rllm_targets, out=lambda s: None)
     if any(p.status_of(t).state != rp.ORIGINAL for t in rllm_targets):
-        pytest.skip("the installed rLLM is patched already; revert it to compare with the original")
+        assert p.revert() == 0  # the installation is patched: its copy starts from the originals
     assert p.apply() == 0
     return roots, site
 
