@@ -34,7 +34,7 @@ import yaml
 from ..api import GRPOConfig, Run, task_rows
 from ..errors import InputError
 from ..files import atomic_write_text, iter_jsonl
-from ..trainer.metrics import validation_figure
+from ..run.metrics import validation_figure
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # always fullmatch: "$" would accept a final newline
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}-[0-9a-f]{8}")
@@ -115,7 +115,7 @@ class JobStore:
             raise JobError(f"metadata must be a JSON object, got {type(metadata).__name__}")
         if reward is None:
             from ..rewards.registry import default_reward
-            from ..trainer.config import AgentConfig
+            from ..run.config import AgentConfig
 
             agent_type = (agent or {}).get("agent_type") or AgentConfig.agent_type
             reward = default_reward(agent_type) or "exact_answer"
@@ -139,10 +139,10 @@ class JobStore:
                 overrides.append(f"data.val_file={json.dumps(str(d / 'data' / 'val.jsonl'))}")
             else:
                 overrides.append("validation.at_start=false")
-            from ..trainer.config import load_config, save_config
+            from ..run.config import load_config, save_config
 
             cfg = load_config(None, overrides + agent_overrides + grpo.training_overrides())  # validated first
-            from ..trainer.preflight import preflight
+            from ..run.preflight import preflight
 
             preflight(cfg, "job")  # rewards, tools, model, ports, sandbox: the same check as `train`
             save_config(cfg, d / "config.yaml")
@@ -211,7 +211,7 @@ class JobStore:
         out.pop("run_dir", None)
         if state == "failed":
             out["error"] = (d / "log.txt").read_text(errors="replace")[-2000:] if (d / "log.txt").is_file() else ""
-        from ..trainer.checkpoint import latest_name  # (it imports torch: not at the service's start)
+        from ..run.checkpoint import latest_name  # (it imports torch: not at the service's start)
 
         out["checkpoint"] = latest_name(d / "run")
         out.setdefault("best_checkpoint", None)

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .local_engine import LocalEngine
+from .hf_engine import HFEngine
 from .protocol import SamplerError, SamplingParams
 
 
@@ -114,7 +114,7 @@ class BackgroundServer:
 class CompletionsServer(BackgroundServer):
     _thread_name = "agentboost-completions"
 
-    def __init__(self, engine: LocalEngine, model_name: str = "agentboost-policy"):
+    def __init__(self, engine: HFEngine, model_name: str = "agentboost-policy"):
         self.engine = engine
         self.model_name = model_name
         # which trained weights the engine serves, where the trainer says (the rLLM path's CPU
