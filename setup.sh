@@ -132,5 +132,5 @@ print('\n'.join(r for r in ast.literal_eval(call.value) if not r.lower().startsw
     $RPIP install --no-deps -e "$RLLM_DIR" -e .
     echo "$WANT" > .venv-rllm/installed
   fi
-  .venv-rllm/bin/python -c "import rllm, verl, agentboost; print('rLLM and its veRL fork', verl.__version__, 'installed in .venv-rllm from $RLLM_DIR')"
+  .venv-rllm/bin/python -W ignore -c "import rllm, verl, agentboost; print('rLLM and its veRL fork', verl.__version__, 'installed in .venv-rllm from $RLLM_DIR')"
 fi

@@ -44,6 +44,17 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
+def pytest_terminal_summary(terminalreporter):
+    # where the long end-to-end runs' minutes went (the smoke tests record it: record_property
+    # "profile"), at the end of every run, passed or not, with the slowest tests
+    lines = [f"{rep.nodeid}: {value}" for outcome in ("passed", "failed") for rep in terminalreporter.getreports(outcome)
+             for key, value in rep.user_properties if key == "profile"]
+    if lines:
+        terminalreporter.section("profiles")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 def pytest_runtest_setup(item):
     # @pytest.mark.gpu: a test that needs CUDA skips where torch sees no GPU (the CPU-only CI)
     if item.get_closest_marker("gpu"):

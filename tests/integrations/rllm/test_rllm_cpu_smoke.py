@@ -46,14 +46,14 @@ def profile(log: list[tuple[float, str]]) -> str:
         parts.append(f"step {step} done {at(rf'step:{step} - ')} (" +
                      ", ".join(f"{k} {v:.0f} s" for k, v in timing.items() if v >= 1) + ")")
     parts.append(f"end {log[-1][0]:.0f} s" if log else "end ?")
-    return "rLLM AgentTrainer CPU smoke: " + "; ".join(parts)
+    return "; ".join(parts)
 
 
 def _files(site: Path) -> set[str]:
     return {str(p.relative_to(site)) for p in site.rglob("*") if "__pycache__" not in p.parts}
 
 
-def test_agent_trainer_two_steps_on_cpu_with_weight_sync_then_byte_exact_revert(tmp_path):
+def test_agent_trainer_two_steps_on_cpu_with_weight_sync_then_byte_exact_revert(tmp_path, record_property):
     roots = rp.find_roots()
     site = tmp_path / "site"
     for package, root in (("rllm", roots.rllm), ("verl", roots.verl)):
@@ -80,8 +80,8 @@ def test_agent_trainer_two_steps_on_cpu_with_weight_sync_then_byte_exact_revert(
         code, log = run_logged(["bash", str(REPO / "examples/deepcoder/train_deepcoder_with_strands_rllm.sh")],
                                env=env, cwd=tmp_path, timeout=900)
     out = "\n".join(line for _, line in log)
+    record_property("profile", profile(log))  # printed at the end of the run (conftest.py)
     assert code == 0, out[-5000:]
-    print(profile(log))
     # rLLM's loop trains total_training_steps - 1 steps, then validates (the script sets 3)
     steps = {int(m.group(1)): m.group(0) for m in re.finditer(r"step:(\d+) - .*", out)}
     assert sorted(steps) == [1, 2, 3], out[-3000:]

@@ -8,18 +8,15 @@ runs this checkout's .venv)."""
 
 import os
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, RayWatch, cli, fresh_shell_env
+from helpers import REPO, RayWatch, cli, fresh_shell_env, run_logged, when
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def test_main_ppo_runs_two_steps_on_cpu_and_syncs_the_weights(tmp_path):
+def test_main_ppo_runs_two_steps_on_cpu_and_syncs_the_weights(tmp_path, record_property):
     # a continuous reward (tests/helpers.py): with exact_answer, SmolLM2's 2 groups of 2 episodes are
     # all-equal often enough that step 1 has no gradient, and the update this test checks would not happen
     tests_dir = str(Path(__file__).resolve().parents[2])
@@ -27,12 +24,16 @@ def test_main_ppo_runs_two_steps_on_cpu_and_syncs_the_weights(tmp_path):
     env = fresh_shell_env(CPU_SMOKE="1", SMOKE_DIR=str(tmp_path), SMOKE_REWARD="helpers:length_reward",
                           PYTHONPATH=os.pathsep.join(p for p in (tests_dir, os.environ.get("PYTHONPATH", "")) if p),
                           **watch.env())
-    t0 = time.monotonic()
     with watch:
-        r = subprocess.run(["bash", str(REPO / "examples/math/train_math_with_strands.sh")], env=env, cwd=tmp_path,
-                           capture_output=True, text=True, timeout=480)
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out[-4000:]
+        code, log = run_logged(["bash", str(REPO / "examples/math/train_math_with_strands.sh")], env=env,
+                               cwd=tmp_path, timeout=480)
+    out = "\n".join(line for _, line in log)
+    record_property("profile", "; ".join(  # where its minutes went, printed at the end of the run (conftest.py)
+        f"{what} {t:.0f} s" for what, t in (("Ray up", when(log, r"Started a local Ray instance")),
+                                            ("step 1 done", when(log, r"step:1 - ")),
+                                            ("step 2 done", when(log, r"step:2 - ")), ("end", log[-1][0] if log else None))
+        if t is not None))
+    assert code == 0, out[-4000:]
     steps = {int(m.group(1)): m.group(0) for m in re.finditer(r"step:(\d+) - .*", out)}
     assert sorted(steps) == [1, 2], out[-3000:]
     # step 1 trained (a gradient), and the server then served step 1's weights, moved from the start
@@ -53,4 +54,3 @@ def test_main_ppo_runs_two_steps_on_cpu_and_syncs_the_weights(tmp_path):
     assert watch.left() == [], watch.left()
     # Hydra's log and config went into the run's directory, not the working directory's ./outputs
     assert not (tmp_path / "outputs").exists() and list((tmp_path / "checkpoints" / "hydra").glob("*/.hydra/config.yaml"))
-    print(f"main_ppo CPU smoke: {time.monotonic() - t0:.0f} s")
