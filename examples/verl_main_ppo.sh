@@ -145,6 +145,9 @@ YAML
     trainer.default_local_dir="$SMOKE_DIR/checkpoints"
     +ray_kwargs.ray_init.num_gpus=1                                   # logical: Ray's GPU resource schedules the CPU workers
     ray_kwargs.ray_init.num_cpus=32                                   # logical too: veRL starts many small actors
+    +ray_kwargs.ray_init.address=local                                # a cluster of its own, never another run's
+    +ray_kwargs.ray_init.include_dashboard=False                      # no dashboard processes on 2 cores
+    data.dataloader_num_workers=0                                     # 16 tasks: no loader processes
   )
 fi
 

@@ -66,6 +66,7 @@ PY
     '+agentboost.tools=["agentboost.tools.calculator:calculator"]'
     "+agentboost.system_prompt='You are a helpful assistant with a calculator tool. Use the calculator for the arithmetic, then give the final answer as a number.'"
     data.train_batch_size=2 data.val_batch_size=2 data.max_prompt_length=512 data.max_response_length=256
+    +data.dataloader_num_workers=0                                   # 6 tasks: no loader processes (the fork starts 8)
     actor_rollout_ref.model.path="$SMOKE_MODEL"
     actor_rollout_ref.model.use_remove_padding=False                  # needs flash-attn's kernels
     actor_rollout_ref.model.enable_gradient_checkpointing=False

@@ -49,6 +49,8 @@ def test_main_ppo_runs_two_steps_on_cpu_and_syncs_the_weights(tmp_path, record_p
     assert episodes, "the agent loop wrote no episodes"
     check = cli("check", *episodes, check=True)
     assert "checked=8 violations=0" in check.stdout, check.stdout  # 2 steps x 2 tasks x 2 episodes
+    # a Ray cluster of its own (a smoke run never joins another run's, which another test may run beside it)
+    assert when(log, r"Started a local Ray instance") is not None and when(log, r"Connecting to existing Ray") is None
     # main_ppo's driver stops the local Ray cluster it started: nothing of the run is left
     assert any("raylet" in a for a in watch.seen), watch.seen  # (the watch saw the cluster)
     assert watch.left() == [], watch.left()
