@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from ..episodes.record import Episode, EpisodeWriter
 from ..episodes.summary import reasoning_metrics, success_ci95, tool_use_metrics
 from ..models.chat import chat_model_spec, is_chat_model_spec
 from ..rewards.groups import apply_group_policy
-from ..rollout.pool import StrandsProcessPool
+from ..rollout.pool import StrandsProcessPool, collect
 from ..run.assembly import agent_spec, check_config_sandbox, environment
 from ..run.checkpoint import CheckpointError, load_policy_from_run, split_run_spec
 from ..run.config import TrainConfig
@@ -145,32 +144,9 @@ def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, see
 
 
 def run_jobs(pool: StrandsProcessPool, jobs: list[tuple[dict, int]], on_episode) -> list[Episode]:
-    """(task, sample) pairs on ``pool``, ``on_episode`` called as each finishes (so an evaluation's
-    file grows as they do); in job order, once every ``on_episode`` call has returned. A future's
-    result is visible before its callbacks have run, so waiting on the futures alone let the caller
-    close the episode file while the last write was still to come ("I/O operation on closed file",
-    the episode not written); an error in ``on_episode`` is raised here, not only logged."""
-    returned = threading.Semaphore(0)
-    errors: list[BaseException] = []
-
-    def finished(fut) -> None:
-        try:
-            on_episode(fut.result())
-        except BaseException as e:  # re-raised by the caller below
-            errors.append(e)
-        finally:
-            returned.release()
-
-    futures = []
-    for task, k in jobs:
-        fut = pool.submit(task, group_id=str(task["task_id"]), sample=k)
-        fut.add_done_callback(finished)
-        futures.append(fut)
-    for _ in futures:
-        returned.acquire()
-    if errors:
-        raise errors[0]
-    return [f.result() for f in futures]
+    """(task, sample) pairs on ``pool``, ``on_episode`` called as each finishes (every one of them
+    before this returns); in job order."""
+    return collect([pool.submit(task, group_id=str(task["task_id"]), sample=k) for task, k in jobs], on_episode)
 
 
 def _label(spec) -> str:
