@@ -22,6 +22,7 @@ from aiohttp import web
 from ..agents.chat_rendering import ChatRenderer
 from ..agents.trainable_model import EpisodeLimitReached, PromptTooLong, TrainableModel
 from ..episodes.record import Episode, Status
+from ..files import loads_json
 from ..sampling.completions_server import BackgroundServer
 from ..sampling.protocol import PromptTooLongError, Sampler, SamplerError, SamplingParams
 from .openai_messages import BadRequest, check_request, chunks, completion, to_strands
@@ -122,7 +123,7 @@ class Gateway(BackgroundServer):
         """The agent's own end of the episode: ``{"output": ...}`` is kept with the record."""
         s = self._session(request)
         try:
-            body = await request.json() if request.can_read_body else {}
+            body = await request.json(loads=loads_json) if request.can_read_body else {}
         except ValueError:
             return _error(400, "request body is not valid JSON")
         s.output = body.get("output") if isinstance(body, dict) else body
@@ -132,7 +133,7 @@ class Gateway(BackgroundServer):
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         s = self._session(request)
         try:
-            body = await request.json()
+            body = await request.json(loads=loads_json)
         except ValueError:
             return _error(400, "request body is not valid JSON")
         try:

@@ -21,6 +21,7 @@ from ..trainer.config import TrainConfig
 from ..trainer.evaluation import config_for, start_spec_server
 
 ARMS = ("baseline", "experiment")  # an A/B test's two arms
+FEEDBACK_BOUND = 1e6  # a posted reward's magnitude (serve's feedback), where the arm's reward declares no range
 
 
 @dataclass

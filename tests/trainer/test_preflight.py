@@ -101,6 +101,20 @@ def test_a_request_over_the_servers_size_limit_is_a_prompt_too_long(monkeypatch,
         srv.stop_thread()
 
 
+def test_a_prompt_past_the_context_is_the_requests_fault_not_the_servers(smollm2_engine):
+    # the local engine called it a sampler failure: serve and the gateway answered 502, not a 4xx
+    from agentboost.sampling.http_sampler import _prompt_too_long
+
+    params = SamplingParams(temperature=0.0, max_new_tokens=4)
+    with pytest.raises(PromptTooLongError, match="does not fit the model's context"):
+        smollm2_engine.submit([17] * smollm2_engine.max_context, params)
+    # vLLM's v1 engine words it so for a prompt given as token ids (vllm/v1/engine/input_processor.py)
+    vllm_says = {"error": {"message": "The decoder prompt (length 2100) is longer than the maximum model length of "
+                                      "2048. Make sure that `max_model_len` is no smaller than the number of text "
+                                      "tokens.", "type": "BadRequestError", "code": 400}}
+    assert _prompt_too_long(vllm_says)
+
+
 def test_the_python_api_refuses_before_it_writes(tmp_path):
     import agentboost
 
