@@ -68,6 +68,18 @@ def test_train_check_runs_every_check_and_writes_nothing(tmp_path):
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, (override, r.stderr[-2000:])
 
 
+def test_what_failed_only_after_the_model_loaded_is_refused_at_start():
+    # each was accepted by `train --check`, then failed every episode (or sampled for ever) in the run
+    for override, message in [
+        ("sampling.max_new_tokens=1000000000", "sampling.max_new_tokens must be >= 1 and <= 1e+06, got 1e+09"),
+        ("reward.name=json:loads", "reward 'json:loads' is a function of Python's standard library (json), not a reward"),
+        ("data.train_file=/dev/zero", "task file /dev/zero is not a regular file (a directory, a device or a pipe)"),
+    ]:
+        with pytest.raises(InputError) as e:
+            preflight(load_config(SMOKE, [override]))
+        assert message in str(e.value) and "\n" not in str(e.value), (override, str(e.value))
+
+
 def test_a_prometheus_port_in_use_and_wandb_without_credentials(monkeypatch, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
