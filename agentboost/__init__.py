@@ -15,7 +15,7 @@ _EXPORTS = {
     # the Python API
     "GRPOConfig": "api", "Run": "api", "train": "api", "evaluate": "api", "export_trajectories": "api",
     # the agent, the pool that runs it, the environment that scores it
-    "StrandsAgentSpec": "agents.strands_agent", "StrandsProcessPool": "agents.strands_process_pool",
+    "StrandsAgentSpec": "agents.strands_agent", "StrandsProcessPool": "rollout.pool",
     "StrandsEnv": "environments.strands_env", "Episode": "episodes.record", "Status": "episodes.record",
     # the reward registry
     "RewardResult": "rewards.registry", "register_reward": "rewards.registry", "get_reward": "rewards.registry",
@@ -23,7 +23,7 @@ _EXPORTS = {
     # the GRPO guide's names: its reward registry, its job-service client
     "get_global_registry": "rewards.global_registry", "Trajectory": "rewards.registry", "TrainingClient": "jobs.client",
     # what users plug in
-    "AgentFactory": "protocols", "RewardFunction": "protocols", "Conversation": "protocols",
+    "AgentFactory": "extensions", "RewardFunction": "extensions", "Conversation": "extensions",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

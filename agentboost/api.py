@@ -83,7 +83,7 @@ class GRPOConfig:
         """An agent's configuration keys (``agentboost config``'s ``agent.*``) as dotted overrides,
         for the Python API and the job service alike: a key that is not an agent key, or a call
         limit other than ``max_steps_per_trajectory``, is refused naming both."""
-        from .trainer.config import AgentConfig
+        from .run.config import AgentConfig
 
         if not isinstance(agent, dict):
             raise APIError(f"agent must be an object of agent keys, got {type(agent).__name__}")
@@ -151,8 +151,8 @@ class Run:
         """Progress, loss, validation accuracy, the best checkpoint and budget used, from the run's files."""
         import yaml
 
-        from .trainer.checkpoint import best_checkpoint
-        from .trainer.metrics import validation_figure
+        from .run.checkpoint import best_checkpoint
+        from .run.metrics import validation_figure
 
         cfg = yaml.safe_load((self.run_dir / "config.yaml").read_text()) if (self.run_dir / "config.yaml").is_file() else {}
         run = (cfg or {}).get("run", {})
@@ -180,9 +180,9 @@ class Run:
         ``checkpoint``: ``best``, ``latest``, ``step_000012``) against ``baseline`` (default: its
         base model) on its validation tasks (or ``tasks``), with the paired significance test of
         ``agentboost eval``."""
+        from .evaluation.evaluate import config_for, evaluate
+        from .run.checkpoint import best_checkpoint
         from .tasks import load_tasks
-        from .trainer.checkpoint import best_checkpoint
-        from .trainer.evaluation import config_for, evaluate
 
         cfg = config_for(str(self.run_dir), None)
         task_file = tasks or cfg.data.val_file
@@ -208,7 +208,7 @@ def train(config: GRPOConfig | dict[str, Any], training_data, evaluation_data=No
           run_dir: str | Path | None = None, log=print) -> Run:
     """Train on the local backend (blocking) and return the run's handle. ``training_data`` /
     ``evaluation_data``: the guide's rows, agentboost task rows, or a task file."""
-    from .agents.strands_process_pool import ensure_not_spawning
+    from .rollout.pool import ensure_not_spawning
 
     ensure_not_spawning("agentboost.train")
     cfg_in = GRPOConfig.from_dict(config) if isinstance(config, dict) else config
@@ -229,8 +229,8 @@ def train(config: GRPOConfig | dict[str, Any], training_data, evaluation_data=No
 
 
 def _prepared_trainer(cfg_in: "GRPOConfig", run_dir: Path, training_data, evaluation_data, reward, agent, log):
-    from .trainer.config import load_config
-    from .trainer.prompt_training import trainer_for
+    from .run.config import load_config
+    from .trainer.dispatch import trainer_for
 
     data_dir = run_dir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -8,13 +8,19 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("sandbox, models, sampling protocol", ("agentboost.sandbox", "agentboost.models", "agentboost.sampling.protocol")),
     ("samplers and engines", ("agentboost.sampling",)),
     ("rewards (registry, code and math, shaping, groups) and the plug-in protocols",
-     ("agentboost.rewards", "agentboost.protocols")),
+     ("agentboost.rewards", "agentboost.extensions")),
     ("environments and tools", ("agentboost.environments", "agentboost.tools")),
-    # the gateway is the trainable model behind HTTP: the episode runner runs an http agent through it
-    ("agents: trainable model, gateway, episode runner, worker, pool", ("agentboost.agents", "agentboost.gateway")),
-    ("trainer, data preparation, integrations, testing aids", ("agentboost.trainer", "agentboost.data",
-                                                              "agentboost.integrations", "agentboost.testing",
-                                                              "agentboost.scaffold", "agentboost.serving")),
+    ("agents: the agent specifications, the trainable model, chat rendering, tool-call parsers, recording",
+     ("agentboost.agents",)),
+    # the trainable model behind HTTP; it imports the agents, never the other way
+    ("the gateway", ("agentboost.gateway",)),
+    # episodes of either kind (an http agent's through the gateway), the worker and the pool
+    ("rollout: episode runner, worker, pool", ("agentboost.rollout",)),
+    ("the run: config, preflight, run directory, checkpoints, metrics, health, the assembly", ("agentboost.run",)),
+    ("evaluation: eval, its progress, paired and unpaired statistics", ("agentboost.evaluation",)),
+    ("trainer, data preparation, integrations, testing aids, serving", ("agentboost.trainer", "agentboost.data",
+                                                                       "agentboost.integrations", "agentboost.testing",
+                                                                       "agentboost.scaffold", "agentboost.serving")),
     ("entry points: command line and Python API", ("agentboost.cli", "agentboost.api", "agentboost.jobs", "agentboost")),
 ]
 

@@ -1,7 +1,8 @@
-"""Modules that moved in 0.2 (one folder per concept, see CHANGELOG.md) stay importable under their old
-names until 0.3: importing an old name warns once (``DeprecationWarning``) and gives the module at its
-new place, the same module object, so registries and ``isinstance`` checks are shared. Configs that
-name a tool module, a reward or an agent loop by an old path keep working the same way.
+"""Modules that moved in 0.2 (one folder per concept; the run, evaluation and rollout in folders of their
+own; names that say what they are; see CHANGELOG.md) stay importable under their old names until 0.3:
+importing an old name warns once (``DeprecationWarning``) and gives the module at its new place, the
+same module object, so registries and ``isinstance`` checks are shared. Configs that name a tool
+module, a reward or an agent loop by an old path keep working the same way.
 
 The finder is installed by ``agentboost/__init__.py``, so it is active as soon as any
 ``agentboost`` module is imported."""
@@ -34,14 +35,41 @@ MOVED: dict[str, str] = {
     "agentboost.integrations.verl_agent_loop": "agentboost.integrations.verl.agent_loop",
     "agentboost.integrations.verl_sampler": "agentboost.integrations.verl.sampler",
     "agentboost.integrations.verl_config": "agentboost.integrations.verl.config",
-    "agentboost.data.verl_rows": "agentboost.integrations.verl.rows",
+    "agentboost.data.verl_rows": "agentboost.integrations.verl.dataset",
     "agentboost.testing.verl_server": "agentboost.integrations.verl.server_client",
     "agentboost.integrations.verl_fork_server": "agentboost.integrations.rllm.fork_server",
     "agentboost.integrations.rllm_patcher": "agentboost.integrations.rllm.patcher",
     "agentboost.integrations.rllm_agents": "agentboost.integrations.rllm.agents",
     "agentboost.integrations.rllm_engine": "agentboost.integrations.rllm.engine",
-    "agentboost.integrations.rllm_rows": "agentboost.integrations.rllm.rows",
+    "agentboost.integrations.rllm_rows": "agentboost.integrations.rllm.episode_rows",
     "agentboost.integrations.rllm_trainer": "agentboost.integrations.rllm.trainer",
+    # the run (config, preflight, run directory, checkpoints, metrics, health, the prompt-policy artifact,
+    # the assembly) in run/, evaluation in evaluation/, the trainer keeps its loops; episodes run in
+    # rollout/ (above the gateway, which the agents no longer import); names that say what they are
+    "agentboost.trainer.config": "agentboost.run.config",
+    "agentboost.trainer.config_reference": "agentboost.run.config_reference",
+    "agentboost.trainer.preflight": "agentboost.run.preflight",
+    "agentboost.trainer.run_dir": "agentboost.run.directory",
+    "agentboost.trainer.checkpoint": "agentboost.run.checkpoint",
+    "agentboost.trainer.metrics": "agentboost.run.metrics",
+    "agentboost.trainer.prometheus": "agentboost.run.prometheus",
+    "agentboost.trainer.health": "agentboost.run.health",
+    "agentboost.trainer.prompt_policy": "agentboost.run.prompt_policy",
+    "agentboost.trainer.agent_setup": "agentboost.run.assembly",
+    "agentboost.trainer.policy_engine": "agentboost.run.policy_engine",
+    "agentboost.trainer.evaluation": "agentboost.evaluation.evaluate",
+    "agentboost.trainer.eval_progress": "agentboost.evaluation.progress",
+    "agentboost.trainer.prompt_training": "agentboost.trainer.prompt.loop",
+    "agentboost.agents.episode_runner": "agentboost.rollout.episode_runner",
+    "agentboost.agents.strands_process_pool": "agentboost.rollout.pool",
+    "agentboost.agents.strands_worker": "agentboost.rollout.worker",
+    "agentboost.agents.sampler_factory": "agentboost.rollout.sampler_factory",
+    "agentboost.sampling.local_engine": "agentboost.sampling.hf_engine",
+    "agentboost.protocols": "agentboost.extensions",
+    "agentboost.integrations.cpu_aids": "agentboost.integrations.cpu_backend",
+    "agentboost.integrations.rows": "agentboost.integrations.episode_rows",
+    "agentboost.integrations.verl.rows": "agentboost.integrations.verl.dataset",
+    "agentboost.integrations.rllm.rows": "agentboost.integrations.rllm.episode_rows",
 }
 
 
@@ -75,3 +103,21 @@ def install() -> None:
     """Put the finder on ``sys.meta_path`` once."""
     if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
         sys.meta_path.append(_MovedFinder())
+
+
+def renamed(module: str, names: dict[str, str]):
+    """A module's ``__getattr__`` for names that changed in 0.2 (``names``: old -> new): the old name
+    gives the object under its new name, with a ``DeprecationWarning`` once, until 0.3."""
+    warned: set[str] = set()
+
+    def __getattr__(name: str):
+        new = names.get(name)
+        if new is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        if name not in warned:
+            warned.add(name)
+            warnings.warn(f"{module}.{name} is now {new}; the old name goes in agentboost 0.3",
+                          DeprecationWarning, stacklevel=2)
+        return getattr(sys.modules[module], new)
+
+    return __getattr__

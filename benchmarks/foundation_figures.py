@@ -14,15 +14,15 @@ import tempfile
 import time
 
 from agentboost.agents.chat_rendering import ChatRenderer
-from agentboost.agents.episode_runner import run_episode
 from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.models.embedded import prepare_embedded
 from agentboost.models.loading import load_policy
-from agentboost.sampling.local_engine import EngineSampler, LocalEngine
+from agentboost.rollout.episode_runner import run_episode
+from agentboost.sampling.hf_engine import EngineSampler, HFEngine
 from agentboost.sampling.protocol import SamplingParams
 
 
-async def episodes(engine: LocalEngine, n: int, concurrency: int, max_new_tokens: int) -> tuple[int, float]:
+async def episodes(engine: HFEngine, n: int, concurrency: int, max_new_tokens: int) -> tuple[int, float]:
     renderer = ChatRenderer(engine.tokenizer)
     sampler = EngineSampler(engine)
     sem = asyncio.Semaphore(concurrency)
@@ -63,7 +63,7 @@ def main() -> None:
                         "--samples", "2", "--out", f"{d}/e.jsonl"], check=True, capture_output=True)
     print(f"demo_wall_s={time.perf_counter() - t0:.1f}  (process start, model load, 2 episodes)")
 
-    engine = LocalEngine.from_pretrained(str(path), max_batch_size=8)
+    engine = HFEngine.from_pretrained(str(path), max_batch_size=8)
     try:
         tok1, s1 = asyncio.run(episodes(engine, args.episodes, 1, args.max_new_tokens))
         tok8, s8 = asyncio.run(episodes(engine, args.episodes, 8, args.max_new_tokens))

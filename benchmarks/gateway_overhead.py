@@ -26,11 +26,11 @@ import time
 from transformers import AutoTokenizer
 
 from agentboost.agents.chat_rendering import ChatRenderer
-from agentboost.agents.episode_runner import run_episode
 from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.agents.trainable_model import TrainableModel
 from agentboost.gateway.server import Gateway
 from agentboost.models.embedded import prepare_embedded
+from agentboost.rollout.episode_runner import run_episode
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler
 from agentboost.testing.faults import add, mul

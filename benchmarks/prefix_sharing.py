@@ -23,12 +23,12 @@ import torch
 from agentboost.agents.chat_rendering import ChatRenderer
 from agentboost.episodes.record import shared_prefix_len
 from agentboost.models.loading import load_policy, resolve_model_path
-from agentboost.sampling.local_engine import LocalEngine
+from agentboost.run.config import load_config
+from agentboost.sampling.hf_engine import HFEngine
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.tools.calculator import calculator
 from agentboost.trainer import batch as batching
 from agentboost.trainer import loss as losses
-from agentboost.trainer.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +46,7 @@ def quickstart_prompts(tok, n: int) -> list[list[int]]:
 
 
 def sample_batch(model, tok, prompts, params, min_shared_prefix: int):
-    engine = LocalEngine(model, tok, max_batch_size=len(prompts), batch_wait_s=1.0, min_shared_prefix=min_shared_prefix)
+    engine = HFEngine(model, tok, max_batch_size=len(prompts), batch_wait_s=1.0, min_shared_prefix=min_shared_prefix)
     try:
         t0 = time.perf_counter()
         futures = [engine.submit(p, params) for p in prompts]

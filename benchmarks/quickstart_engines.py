@@ -34,7 +34,7 @@ TARGET = 0.10
 
 
 def train(engine: str, seed: int, steps: int, every: int, out: Path) -> dict:
-    from agentboost.trainer.config import load_config
+    from agentboost.run.config import load_config
     from agentboost.trainer.loop import Trainer
 
     run_dir = out / f"{engine}_seed{seed}"
@@ -68,16 +68,17 @@ def evaluate(records: list[dict], out: Path, eval_seed: int, max_tasks: int | No
     from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
     from safetensors.torch import load_file
 
-    from agentboost.agents.strands_process_pool import StrandsProcessPool
+    from agentboost.evaluation.evaluate import describe
+    from agentboost.evaluation.statistics import paired_comparison
     from agentboost.models.loading import load_policy, resolve_model_path
     from agentboost.rewards.groups import apply_group_policy
+    from agentboost.rollout.pool import StrandsProcessPool
+    from agentboost.run.assembly import agent_spec, environment
+    from agentboost.run.config import load_config
     from agentboost.sampling.protocol import SamplingParams
     from agentboost.sampling.spec import SamplerSpec
     from agentboost.sampling.vllm_server import VLLMPolicyServer, require_vllm_python
     from agentboost.tasks import load_tasks
-    from agentboost.trainer.agent_setup import agent_spec, environment
-    from agentboost.trainer.config import load_config
-    from agentboost.trainer.evaluation import describe, paired_comparison
 
     cfg = load_config(str(QUICKSTART / "config.yaml"), [])
     v = cfg.validation

@@ -22,9 +22,9 @@ from pathlib import Path
 from statistics import quantiles
 
 from agentboost.agents.strands_agent import StrandsAgentSpec
-from agentboost.agents.strands_process_pool import StrandsProcessPool
 from agentboost.environments.strands_env import StrandsEnv
 from agentboost.models.loading import resolve_model_path
+from agentboost.rollout.pool import StrandsProcessPool
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.sampling.spec import SamplerSpec
 from agentboost.tasks import load_tasks
@@ -32,7 +32,7 @@ from agentboost.tasks import load_tasks
 QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart"
 SYSTEM = ("You are a helpful assistant with a calculator tool. Solve the problem and end with the final answer "
           "as a number.")
-LAYOUT = {32: (1, 32), 64: (1, 64), 128: (2, 64)}  # in flight -> (workers, slots)
+LAYOUT = {8: (1, 8), 32: (1, 32), 64: (1, 64), 128: (2, 64), 256: (2, 128), 512: (4, 128)}  # in flight -> (workers, slots)
 
 
 def pct(xs: list[float], q: int) -> float:
@@ -85,11 +85,11 @@ def main() -> None:
     for engine in args.engines.split(","):
         t0 = time.perf_counter()
         if engine in ("hf", "hf-fifo", "hf-uncapped"):
-            from agentboost.sampling.policy_server import PolicyServer
+            from agentboost.sampling.policy_server import HFPolicyServer
 
             # hf-uncapped: every request in flight in one batch, as `rollout` did before the cap
             cap = max(levels) if engine == "hf-uncapped" else args.max_batch
-            server = PolicyServer.from_pretrained(model_dir, max_batch_size=cap, batch_wait_s=0.1,
+            server = HFPolicyServer.from_pretrained(model_dir, max_batch_size=cap, batch_wait_s=0.1,
                                                   schedule="fifo" if engine == "hf-fifo" else "oldest-episode")
             policy_file = None
         else:

@@ -19,9 +19,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from agentboost.agents.strands_agent import StrandsAgentSpec
-from agentboost.agents.strands_process_pool import StrandsProcessPool
 from agentboost.environments.strands_env import StrandsEnv
 from agentboost.models.embedded import prepare_embedded
+from agentboost.rollout.pool import StrandsProcessPool
 from agentboost.sampling.spec import SamplerSpec
 from agentboost.testing.faults import FAULT_TOOLS, fault_tasks
 
@@ -33,8 +33,8 @@ import asyncio, json, time
 t0 = time.perf_counter()
 from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.environments.strands_env import StrandsEnv
-from agentboost.agents.episode_runner import run_episode
-from agentboost.agents.sampler_factory import SamplerFactory
+from agentboost.rollout.episode_runner import run_episode
+from agentboost.rollout.sampler_factory import SamplerFactory
 from agentboost.sampling.spec import SamplerSpec
 spec = StrandsAgentSpec(tools=%(tools)r)
 factory = SamplerFactory(SamplerSpec(tokenizer=%(tok)r, kind="scripted", script=%(script)r))

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 from agentboost.agents.strands_agent import StrandsAgentSpec
-from agentboost.agents.strands_process_pool import StrandsProcessPool
 from agentboost.environments.strands_env import StrandsEnv
 from agentboost.models.embedded import prepare_embedded
+from agentboost.rollout.pool import StrandsProcessPool
 from agentboost.sampling.spec import SamplerSpec
 from agentboost.testing.faults import FAULT_TOOLS, fault_tasks
 

@@ -31,7 +31,7 @@ import urllib.request
 from agentboost.agents.chat_rendering import ChatRenderer
 from agentboost.models.embedded import prepare_embedded
 from agentboost.models.loading import load_policy
-from agentboost.sampling.local_engine import EngineSampler, LocalEngine
+from agentboost.sampling.hf_engine import EngineSampler, HFEngine
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.serving.policies import ServedPolicy
 from agentboost.serving.router import Router
@@ -50,7 +50,7 @@ def main() -> None:
 
     path = prepare_embedded("smollm2-135m-instruct")
     model, tok = load_policy(str(path))
-    engine = LocalEngine(model, tok, max_batch_size=args.concurrency, batch_wait_s=0.01)
+    engine = HFEngine(model, tok, max_batch_size=args.concurrency, batch_wait_s=0.01)
     sampler = EngineSampler(engine)
     params = SamplingParams(temperature=0.0, max_new_tokens=args.max_tokens)
     renderer = ChatRenderer(tok)

@@ -14,16 +14,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from agentboost.sampling.local_engine import LocalEngine
+from agentboost.run.config import load_config
+from agentboost.sampling.hf_engine import HFEngine
 from agentboost.sampling.protocol import SamplingParams
-from agentboost.trainer.config import load_config
 from agentboost.trainer.loop import Trainer
 
 CONFIG = str(Path(__file__).resolve().parents[1] / "examples/quickstart/smoke.yaml")
 
 
 def sampler_comparison(n: int, max_new_tokens: int) -> tuple[float, float]:
-    engine = LocalEngine.from_pretrained("smollm2-135m-instruct", max_batch_size=16)
+    engine = HFEngine.from_pretrained("smollm2-135m-instruct", max_batch_size=16)
     tok = engine.tokenizer
     prompts = [list(tok.apply_chat_template([{"role": "user", "content": f"Count from {i} to {i + 20}."}],
                                             add_generation_prompt=True, return_dict=True)["input_ids"]) for i in range(n)]

@@ -57,9 +57,9 @@ def smollm2_path():
 
 @pytest.fixture(scope="session")
 def smollm2_engine(smollm2_path):
-    from agentboost.sampling.local_engine import LocalEngine
+    from agentboost.sampling.hf_engine import HFEngine
 
-    engine = LocalEngine.from_pretrained(str(smollm2_path), max_batch_size=8)
+    engine = HFEngine.from_pretrained(str(smollm2_path), max_batch_size=8)
     yield engine
     engine.close()
 

@@ -111,8 +111,8 @@ def test_no_import_circle():
 def test_the_checker_finds_upward_imports_and_circles():
     # the checks above must be able to fail
     assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert layer_of("agentboost.sampling.protocol") < layer_of("agentboost.sampling.local_engine")
-    assert layer_of("agentboost.trainer.loss") > layer_of("agentboost.agents.episode_runner")
+    assert layer_of("agentboost.sampling.protocol") < layer_of("agentboost.sampling.hf_engine")
+    assert layer_of("agentboost.trainer.loss") > layer_of("agentboost.rollout.episode_runner")
 
 
 def test_the_layout_page_matches_the_tree():

@@ -50,6 +50,47 @@ def test_an_old_module_path_warns_and_gives_the_same_module():
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
 
 
+def test_the_run_evaluation_and_rollout_moves_warn_and_give_the_same_modules():
+    # the run, evaluation and rollout folders (issue 43): old paths the other branches and users' scripts import
+    code = textwrap.dedent("""
+        import warnings
+        warnings.simplefilter("error", DeprecationWarning)
+        import agentboost.run.config as new
+        try:
+            import agentboost.trainer.config
+        except DeprecationWarning as e:
+            assert "agentboost.run.config" in str(e) and "0.3" in str(e), e
+        else:
+            raise SystemExit("no warning")
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import agentboost.trainer.config as old
+        assert old is new and old.TrainConfig is new.TrainConfig
+        from agentboost.trainer.evaluation import evaluate
+        from agentboost.evaluation.evaluate import evaluate as moved_evaluate
+        assert evaluate is moved_evaluate
+        from agentboost.agents.strands_process_pool import StrandsProcessPool
+        from agentboost.rollout.pool import StrandsProcessPool as pool
+        assert StrandsProcessPool is pool
+        from agentboost.sampling.local_engine import LocalEngine
+        from agentboost.sampling.hf_engine import HFEngine
+        assert LocalEngine is HFEngine
+        from agentboost.sampling.policy_server import PolicyServer, HFPolicyServer
+        assert PolicyServer is HFPolicyServer
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+
+
+def test_a_renamed_name_warns_once_and_an_unknown_one_is_an_attribute_error():
+    from agentboost.sampling import hf_engine
+
+    with pytest.warns(DeprecationWarning, match="LocalEngine is now HFEngine; the old name goes in agentboost 0.3"):
+        assert hf_engine.LocalEngine is hf_engine.HFEngine
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchEngine'"):
+        hf_engine.NoSuchEngine
+
+
 def test_an_unknown_module_is_still_an_import_error():
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("agentboost.environments.no_such_module")

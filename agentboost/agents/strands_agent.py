@@ -79,7 +79,7 @@ class StrandsAgentSpec:
     always_extend: bool = False
     # prior conversation turns (Strands messages: user, assistant toolUse, user toolResult, ...) put
     # at the start of every episode's history: a prompt policy's demonstrations
-    # (trainer/prompt_policy.py). A small model copies a tool call it sees in its history where it
+    # (run/prompt_policy.py). A small model copies a tool call it sees in its history where it
     # ignores one described in its system prompt. The chat template renders them like any turn, so
     # they are prompt tokens (loss mask 0); the episode record leaves them out of its messages, tool
     # calls and answer (``metadata["history_messages"]`` counts them)

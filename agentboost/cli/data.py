@@ -61,7 +61,7 @@ def cmd_data_prepare(args) -> int:
     print(f"wrote {report.train} tasks to {Path(args.out) / 'train.parquet'} and {report.test} to "
           f"{Path(args.out) / 'test.parquet'}")
     if args.verl_agent:
-        from ..integrations.verl.rows import prepared_splits_to_verl
+        from ..integrations.verl.dataset import prepared_splits_to_verl
 
         for path, n in prepared_splits_to_verl(args.out, {"train": report.train, "test": report.test},
                                                agent_name=args.verl_agent):
@@ -70,7 +70,7 @@ def cmd_data_prepare(args) -> int:
 
 
 def cmd_data_verl(args) -> int:
-    from ..integrations.verl.rows import task_file_to_verl
+    from ..integrations.verl.dataset import task_file_to_verl
 
     n = task_file_to_verl(args.tasks, args.out, agent_name=args.agent_name, question_field=args.question_field,
                           id_field=args.id_field)

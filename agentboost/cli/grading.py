@@ -39,7 +39,7 @@ def cmd_score(args) -> int:
     from ..rewards.scoring import read_answers, score_answers, tests_by_verdict
     from ..tasks import load_tasks
 
-    from ..trainer.agent_setup import check_sandbox
+    from ..run.assembly import check_sandbox
 
     warning = check_sandbox(args.reward, [], args.allow_weak_sandbox or None)  # before any answer runs
     if warning:

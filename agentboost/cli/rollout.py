@@ -67,13 +67,13 @@ def add_rollout(sub) -> None:
 
 def cmd_rollout(args) -> int:
     from ..agents.strands_agent import StrandsAgentSpec
-    from ..agents.strands_process_pool import StrandsProcessPool
     from ..environments.strands_env import StrandsEnv
     from ..episodes.record import EpisodeWriter
     from ..episodes.summary import print_summary
     from ..models.loading import resolve_model_path
     from ..rewards.groups import GroupPolicy, apply_group_policy
     from ..rewards.registry import default_reward, registered_rewards
+    from ..rollout.pool import StrandsProcessPool
     from ..sampling.protocol import SamplingParams
     from ..sampling.spec import SamplerSpec
     from ..tasks import load_tasks
@@ -121,7 +121,7 @@ def cmd_rollout(args) -> int:
     if args.prompt_policy:
         if args.system_prompt is not None:
             raise UsageError("--prompt-policy brings its own system prompt; give one of --prompt-policy and --system-prompt")
-        from ..trainer.prompt_policy import load_prompt_policy
+        from ..run.prompt_policy import load_prompt_policy
 
         policy = load_prompt_policy(args.prompt_policy)
         spec = policy.apply(spec).validate()
@@ -133,7 +133,7 @@ def cmd_rollout(args) -> int:
             raise UsageError(f"no default reward for agent type {spec.agent_type!r}; "
                              f"registered: {', '.join(registered_rewards())}")
     env = StrandsEnv(reward=reward).validate()
-    from ..trainer.agent_setup import check_sandbox
+    from ..run.assembly import check_sandbox
 
     warning = check_sandbox(reward, list(spec.tools), args.allow_weak_sandbox or None)
     if warning:

@@ -91,14 +91,14 @@ def cmd_serve(args) -> int:
     if args.prompt_policy:
         from pathlib import Path
 
-        from ..trainer.prompt_policy import load_prompt_policy
+        from ..run.prompt_policy import load_prompt_policy
 
         load_prompt_policy(args.prompt_policy)  # a bad file fails before any model loads
         run_config = Path(args.prompt_policy, "config.yaml")
         if run_config.is_file():  # a prompt run: its agent settings and validation sampling, its model
             args.config = args.config or str(run_config)
             if not args.policy and not args.ab:
-                from ..trainer.config import load_config
+                from ..run.config import load_config
 
                 run_cfg = load_config(str(run_config))
                 if run_cfg.prompt.policy_model:

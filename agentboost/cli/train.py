@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ..episodes.summary import ci95_text, interval_text
-from ..trainer.metrics import rate_text
+from ..run.metrics import rate_text
 from .common import UsageError, add_command, add_options
 
 
@@ -33,7 +33,7 @@ def add_config(sub) -> None:
 
 
 def cmd_config(args) -> int:
-    from ..trainer.config_reference import markdown, text
+    from ..run.config_reference import markdown, text
 
     print(markdown() if args.markdown else text(), end="" if args.markdown else "\n")
     return 0
@@ -102,8 +102,8 @@ def add_eval(sub) -> None:
 
 
 def cmd_train(args) -> int:
-    from ..trainer.config import load_config
-    from ..trainer.prompt_training import trainer_for
+    from ..run.config import load_config
+    from ..trainer.dispatch import trainer_for
 
     if args.resume:
         if args.config or args.overrides:
@@ -114,7 +114,7 @@ def cmd_train(args) -> int:
             raise UsageError("a CONFIG file is required (or --resume RUN_DIR)")
         cfg = load_config(args.config, args.overrides)
         if args.check:
-            from ..trainer.preflight import preflight
+            from ..run.preflight import preflight
 
             for warning in preflight(cfg, args.config):
                 print(f"warning: {warning}")
@@ -153,7 +153,7 @@ def cmd_train(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    from ..trainer.metrics import draw_plots
+    from ..run.metrics import draw_plots
 
     for path in draw_plots(args.run_dir):
         print(path)
@@ -195,8 +195,8 @@ def cmd_sft(args) -> int:
 
 
 def cmd_eval(args) -> int:
+    from ..evaluation.evaluate import config_for, evaluate
     from ..tasks import load_tasks
-    from ..trainer.evaluation import config_for, evaluate
 
     config = args.config
     if config is None and args.prompt_policy and Path(args.prompt_policy, "config.yaml").is_file():

@@ -83,7 +83,7 @@ class Deployments:
         """``(spec, job_id)``: a job's checkpoint as ``ABS_RUN_DIR:step_NNNNNN``, or an embedded
         model's name (job None)."""
         from ..models.embedded import EMBEDDED_MODELS
-        from ..trainer.checkpoint import resolve_checkpoint  # (it imports torch: not at the service's start)
+        from ..run.checkpoint import resolve_checkpoint  # (it imports torch: not at the service's start)
 
         if not isinstance(checkpoint_id, str) or not checkpoint_id:
             raise JobError(f"{what} must be a checkpoint id (a job status's best_checkpoint_id, or "

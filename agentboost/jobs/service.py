@@ -27,7 +27,7 @@ in state ``queued``, oldest first. Every input error is a 4xx with a one-line re
                                   progress with iteration/total/loss, checkpoint with checkpoint_id, ...)
     POST /webhooks                {"url", "events"?, "secret"?}: deliveries of job events (see jobs/events.py)
     GET  /webhooks, DELETE /webhooks/{id}
-    GET  /metrics                 Prometheus metrics of every job (trainer/prometheus.py)
+    GET  /metrics                 Prometheus metrics of every job (run/prometheus.py)
     POST /deployments             {"agent_id", "checkpoint_id", "environment"?, "engine"?}: serve a checkpoint
                                   (the guide's deploy_checkpoint; jobs/deployments.py)
     POST /deployments/ab          {"agent_id"?, "baseline_checkpoint"?, "experiment_checkpoint"?, "traffic_split"?,
@@ -51,7 +51,7 @@ from typing import Any
 from aiohttp import web
 
 from ..errors import InputError
-from ..trainer.prometheus import RunRef, registry_for
+from ..run.prometheus import RunRef, registry_for
 from .deployments import Deployments
 from .events import TERMINAL, UnknownSubscription, Webhooks, job_events
 from .store import JobStore, UnknownJob

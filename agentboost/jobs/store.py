@@ -34,7 +34,7 @@ import yaml
 from ..api import GRPOConfig, Run, task_rows
 from ..errors import InputError
 from ..files import atomic_write_text, iter_jsonl
-from ..trainer.metrics import validation_figure
+from ..run.metrics import validation_figure
 
 # what a console prints that says nothing of why a job failed: progress bars (tqdm's "45%|####  | 9/20
 # [00:01<00:02, 4.1it/s]", rich's bar characters), as the log holds them with their carriage returns,
@@ -145,7 +145,7 @@ class JobStore:
             raise JobError(f"metadata must be a JSON object, got {type(metadata).__name__}")
         if reward is None:
             from ..rewards.registry import default_reward
-            from ..trainer.config import AgentConfig
+            from ..run.config import AgentConfig
 
             agent_type = (agent or {}).get("agent_type") or AgentConfig.agent_type
             reward = default_reward(agent_type) or "exact_answer"
@@ -169,10 +169,10 @@ class JobStore:
                 overrides.append(f"data.val_file={json.dumps(str(d / 'data' / 'val.jsonl'))}")
             else:
                 overrides.append("validation.at_start=false")
-            from ..trainer.config import load_config, save_config
+            from ..run.config import load_config, save_config
 
             cfg = load_config(None, overrides + agent_overrides + grpo.training_overrides())  # validated first
-            from ..trainer.preflight import preflight
+            from ..run.preflight import preflight
 
             preflight(cfg, "job")  # rewards, tools, model, ports, sandbox: the same check as `train`
             save_config(cfg, d / "config.yaml")
@@ -241,7 +241,7 @@ class JobStore:
         out.pop("run_dir", None)
         if state == "failed":
             out["error"] = failure_reason(d)
-        from ..trainer.checkpoint import latest_name  # (it imports torch: not at the service's start)
+        from ..run.checkpoint import latest_name  # (it imports torch: not at the service's start)
 
         out["checkpoint"] = latest_name(d / "run")
         out.setdefault("best_checkpoint", None)

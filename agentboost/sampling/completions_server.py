@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from ..files import loads_json
-from .local_engine import LocalEngine
+from .hf_engine import HFEngine
 from .protocol import PromptTooLongError, SamplerError, SamplingParams
 
 
@@ -115,7 +115,7 @@ class BackgroundServer:
 class CompletionsServer(BackgroundServer):
     _thread_name = "agentboost-completions"
 
-    def __init__(self, engine: LocalEngine, model_name: str = "agentboost-policy"):
+    def __init__(self, engine: HFEngine, model_name: str = "agentboost-policy"):
         self.engine = engine
         self.model_name = model_name
         # which trained weights the engine serves, where the trainer says (the rLLM path's CPU

@@ -13,8 +13,9 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..moved import renamed
 from .completions_server import CompletionsServer
-from .local_engine import LocalEngine
+from .hf_engine import HFEngine
 
 if TYPE_CHECKING:
     from .vllm_server import VLLMPolicyServer
@@ -36,10 +37,10 @@ def resolve_engine(engine: str, vllm_python: str | None = None) -> str:
     return engine
 
 
-class PolicyServer:
+class HFPolicyServer:
     """An engine and its loopback server; ``close()`` (or leaving the ``with`` block) stops both."""
 
-    def __init__(self, engine: LocalEngine, model_name: str = "agentboost-policy"):
+    def __init__(self, engine: HFEngine, model_name: str = "agentboost-policy"):
         self.engine = engine
         self.server = CompletionsServer(engine, model_name=model_name)
         self.url: str | None = None
@@ -47,9 +48,9 @@ class PolicyServer:
     @classmethod
     def start(cls, model, tokenizer, max_batch_size: int, batch_wait_s: float = 0.01,
               model_name: str = "agentboost-policy", host: str = "127.0.0.1", port: int = 0,
-              schedule: str = "oldest-episode") -> "PolicyServer":
+              schedule: str = "oldest-episode") -> "HFPolicyServer":
         """Serve an already loaded ``model`` (e.g. the trainer's, LoRA-wrapped) from a thread."""
-        engine = LocalEngine(model, tokenizer, max_batch_size=max_batch_size, batch_wait_s=batch_wait_s,
+        engine = HFEngine(model, tokenizer, max_batch_size=max_batch_size, batch_wait_s=batch_wait_s,
                              schedule=schedule)
         ps = cls(engine, model_name)
         try:
@@ -60,7 +61,7 @@ class PolicyServer:
         return ps
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str, max_batch_size: int, **kwargs) -> "PolicyServer":
+    def from_pretrained(cls, name_or_path: str, max_batch_size: int, **kwargs) -> "HFPolicyServer":
         from ..models.loading import load_policy
 
         model, tokenizer = load_policy(name_or_path)
@@ -74,7 +75,7 @@ class PolicyServer:
         self.server.stop_thread()
         self.engine.close()
 
-    def __enter__(self) -> "PolicyServer":
+    def __enter__(self) -> "HFPolicyServer":
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -97,7 +98,7 @@ def start_policy_server(engine: str, model_path: str | os.PathLike[str], *, mode
                         host: str = "127.0.0.1", port: int | None = None, seed: int = 0, slots: int | None = None,
                         vllm: VLLMOptions | None = None, lora_rank: int = 0, full_weight_sync: bool = False,
                         workdir: str | os.PathLike[str] | None = None,
-                        weights_version: int = 0) -> tuple[str, PolicyServer | VLLMPolicyServer]:
+                        weights_version: int = 0) -> tuple[str, HFPolicyServer | VLLMPolicyServer]:
     """(engine name, started server) for ``engine`` (hf, vllm or auto, see ``resolve_engine``).
 
     ``model_path``: the weights; ``model`` (and ``tokenizer``): the policy already loaded, e.g. the
@@ -133,5 +134,9 @@ def start_policy_server(engine: str, model_path: str | os.PathLike[str], *, mode
     kwargs = dict(batch_wait_s=batch_wait_s, host=host, port=port or 0,
                   **({} if served_name is None else {"model_name": served_name}))
     if model is None:
-        return engine, PolicyServer.from_pretrained(str(model_path), max_batch_size, **kwargs)
-    return engine, PolicyServer.start(model, tokenizer, max_batch_size, **kwargs)
+        return engine, HFPolicyServer.from_pretrained(str(model_path), max_batch_size, **kwargs)
+    return engine, HFPolicyServer.start(model, tokenizer, max_batch_size, **kwargs)
+
+
+# the hf engine's server (beside ``VLLMPolicyServer``) was ``PolicyServer`` before 0.2
+__getattr__ = renamed(__name__, {"PolicyServer": "HFPolicyServer"})

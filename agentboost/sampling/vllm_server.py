@@ -350,7 +350,7 @@ class LoraPublisher:
 
 
 class VLLMPolicyServer:
-    """The policy behind a vLLM server, with the surface ``PolicyServer`` gives the trainer and the
+    """The policy behind a vLLM server, with the surface ``HFPolicyServer`` gives the trainer and the
     CLI (``url``, ``weights_lock``, ``close``), plus weight sync:
 
     - LoRA (``lora_rank`` > 0): ``publish(model, version)`` puts the peft model's adapter on the

@@ -6,5 +6,5 @@ hf or vLLM engine; ``router.py`` is the OpenAI-compatible front (``/v1/chat/comp
 request and response translation (``gateway/openai_messages.py``) and its per-session trainable-model
 state, without recording for training; ``report.py`` turns the router's event log into per-arm
 figures and the difference with the unpaired test that lives beside ``eval``'s paired one
-(``trainer/evaluation.py``); ``model_export.py`` writes a checkpoint as a merged Hugging Face model.
+(``evaluation/statistics.py``); ``model_export.py`` writes a checkpoint as a merged Hugging Face model.
 """

@@ -14,11 +14,11 @@ from typing import Any
 
 from ..agents.chat_rendering import ChatRenderer
 from ..environments.strands_env import StrandsEnv
+from ..evaluation.evaluate import config_for, start_spec_server
+from ..run.assembly import environment
+from ..run.checkpoint import split_run_spec
+from ..run.config import TrainConfig
 from ..sampling.protocol import Sampler, SamplingParams
-from ..trainer.agent_setup import environment
-from ..trainer.checkpoint import split_run_spec
-from ..trainer.config import TrainConfig
-from ..trainer.evaluation import config_for, start_spec_server
 
 ARMS = ("baseline", "experiment")  # an A/B test's two arms
 FEEDBACK_BOUND = 1e6  # a posted reward's magnitude (serve's feedback), where the arm's reward declares no range
@@ -55,8 +55,8 @@ def serving_config(spec: str, config: str | None = None, overrides: list[str] = 
 def load_served_policy(name: str, spec: str, engine: str = "hf", config: str | None = None,
                        overrides: list[str] = (), max_batch_size: int = 16, seed: int = 0,
                        log=print) -> ServedPolicy:
+    from ..sampling.hf_engine import EngineSampler
     from ..sampling.http_sampler import HttpSampler
-    from ..sampling.local_engine import EngineSampler
 
     cfg = serving_config(spec, config, overrides)
     engine_name, server, desc, _, tok = start_spec_server(spec, cfg, seed=seed, slots=max_batch_size,

@@ -3,7 +3,7 @@
 Per arm: sessions, calls, errors and error rate, latency (mean, p50, p95), tokens, and from the
 outcomes (the last feedback of each session): the success rate and mean reward with their 95%
 intervals. The difference experiment minus baseline, its interval and p-value come from
-``trainer.evaluation.unpaired_comparison``, the unpaired counterpart of ``eval``'s paired test (one
+``evaluation.statistics.unpaired_comparison``, the unpaired counterpart of ``eval``'s paired test (one
 statistics module). The minimum effect declared when the test started (``serve --min-effect``) is
 reached when the difference is significant and at least that large. The split is reported as
 observed, overall and for each split setting in force (a live change starts a new phase).
@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..episodes.summary import interval_text
+from ..evaluation.statistics import rate_with_ci, unpaired_comparison
 from ..files import iter_jsonl
-from ..trainer.evaluation import rate_with_ci, unpaired_comparison
 from .policies import ARMS, FEEDBACK_BOUND
 
 

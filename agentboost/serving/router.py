@@ -589,8 +589,8 @@ def build_router(arms: dict[str, str], engine: str = "hf", config: str | None = 
     run are served, and scored, alike. Two arms of one spec share one loaded policy.
     ``reconfigurable``: ``POST /v1/admin/arms`` loads new arms the same way. ``prompt_policies``:
     ``{arm: PATH}``, the prompt policy an arm serves with (``serve --prompt-policy``)."""
-    from ..trainer.checkpoint import split_run_spec
-    from ..trainer.prompt_policy import load_prompt_policy
+    from ..run.checkpoint import split_run_spec
+    from ..run.prompt_policy import load_prompt_policy
     from .policies import load_served_policy
 
     # read before any model loads: a bad file fails fast

@@ -21,7 +21,6 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ..agents.strands_process_pool import StrandsProcessPool, ensure_not_spawning
 from ..episodes.passk import pass_at_k
 from ..episodes.record import STATUSES, Episode, EpisodeWriter
 from ..episodes.summary import (
@@ -33,18 +32,19 @@ from ..episodes.summary import (
 from ..files import atomic_write_text
 from ..rewards.groups import apply_group_policy
 from ..rewards.judge import judge_metrics
+from ..rollout.pool import StrandsProcessPool, ensure_not_spawning
+from ..run import health
+from ..run.assembly import agent_spec, environment
+from ..run.checkpoint import best_checkpoint, latest_name, load_latest_intact, save_checkpoint, write_best
+from ..run.config import TrainConfig
+from ..run.directory import prepare_run_dir, saved_config
+from ..run.metrics import MetricsLogger, figure_text, rate_text, validation_figure, validation_sample
+from ..run.preflight import preflight
 from ..sampling.protocol import SamplingParams
 from ..sampling.spec import SamplerSpec
 from ..tasks import load_tasks
 from . import batch as batching
-from . import health
 from . import loss as losses
-from .agent_setup import agent_spec, environment
-from .checkpoint import best_checkpoint, latest_name, load_latest_intact, save_checkpoint, write_best
-from .config import TrainConfig
-from .metrics import MetricsLogger, figure_text, rate_text, validation_figure, validation_sample
-from .preflight import preflight
-from .run_dir import prepare_run_dir, saved_config
 
 
 class StepAbandoned(Exception):
@@ -155,12 +155,12 @@ class Trainer:
             self.elapsed_before = state.get("elapsed_s", 0.0)
             self.warm_started = bool(state.get("warm_started", False))
             self.log(f"resumed {self.run_dir} at step {self.step} from {ckpt.name}")
-        if self.engine is None and (self.step > 0 or self.warm_started):  # the vLLM server started with the base weights
+        if self.engine_name == "vllm" and (self.step > 0 or self.warm_started):  # the vLLM server started with the base weights
             self.policy_server.publish(self.model, self.step)
         self.metrics = MetricsLogger(self.run_dir, cfg, truncate_after_step=self.step)
         self.prometheus = None
         if cfg.run.prometheus_port:
-            from .prometheus import serve_run
+            from ..run.prometheus import serve_run
 
             self.prometheus = serve_run(self.run_dir, cfg.run.prometheus_port)
         for warning in self.start_warnings:
@@ -172,8 +172,8 @@ class Trainer:
     # -- setup ------------------------------------------------------------------------------
     def _build_policy(self) -> None:
         from ..models.loading import load_policy, resolve_model_path
+        from ..run.policy_engine import server_options
         from ..sampling.policy_server import start_policy_server
-        from .policy_engine import server_options
 
         cfg = self.cfg
         self.model_path = str(resolve_model_path(cfg.model.path))
@@ -208,9 +208,8 @@ class Trainer:
                      f"{self.policy_server.sync} weight sync "
                      f"(log {self.policy_server.server.log_path})")
             policy_file = str(self.policy_server.policy_file)
-            self.engine = None
-        else:
-            self.engine = self.policy_server.engine
+        # the in-process hf engine, whose batching figures the step's metrics report; None on vLLM
+        self.hf_engine = self.policy_server.engine if self.engine_name == "hf" else None
         self.url = self.policy_server.url
         spec, env = agent_spec(cfg), environment(cfg)
         train_sampling = SamplingParams(temperature=cfg.sampling.temperature, top_p=cfg.sampling.top_p,
@@ -318,7 +317,7 @@ class Trainer:
                     self.validate()
                 if compare:
                     self.compare_to_base(self._last_validation)
-            from .metrics import draw_plots
+            from ..run.metrics import draw_plots
 
             draw_plots(self.run_dir)
             result = {"steps": self.step, "stopped": reason, "stop_requested": bool(self.stop_requested)}
@@ -353,7 +352,7 @@ class Trainer:
     def compare_to_base(self, episodes: list[Episode]) -> dict[str, Any]:
         """The trained policy against the model it started from, paired over the held-out tasks:
         the final validation's ``episodes`` are the trained side, so only the base model runs."""
-        from .evaluation import evaluate
+        from ..evaluation.evaluate import evaluate
 
         cfg = self.cfg
         res = evaluate(str(self.run_dir), cfg.model.path, self.val_tasks, cfg, samples=cfg.validation.k,
@@ -363,7 +362,7 @@ class Trainer:
         self.metrics.log_event({"event": "compare_to_base", "step": self.step, "model": res["model"]["success_rate"],
                                 "baseline": res["baseline"]["success_rate"], "difference": d["mean_difference"],
                                 "p_value": d["p_value"], "significant": d["significant"]})
-        from .evaluation import difference_text
+        from ..evaluation.statistics import difference_text
 
         self.log(f"against {cfg.model.path}: " + difference_text(res["model"]["success_rate"],
                  res["baseline"]["success_rate"], d["mean_difference"], d["ci95"], d["p_value"], d["tasks"])
@@ -380,7 +379,7 @@ class Trainer:
                                  self.model_path, self.run_dir, log=self.log)
         self.warm_started = True
         self.metrics.log_event({"event": "warm_start", "step": 0, **res})
-        if self.engine is None:  # the vLLM server samples the warm-started weights from the first step
+        if self.engine_name == "vllm":  # the vLLM server samples the warm-started weights from the first step
             self.policy_server.publish(self.model, 0)
         self.checkpoint()
         return res
@@ -413,7 +412,7 @@ class Trainer:
     def train_step(self) -> dict[str, Any]:
         cfg = self.cfg
         t_step = time.perf_counter()
-        engine_before = dataclasses.replace(self.engine.stats) if self.engine is not None else None
+        engine_before = dataclasses.replace(self.hf_engine.stats) if self.hf_engine is not None else None
         tasks = self.stream.next_batch()
         episodes = self._rollouts(self.pool, tasks, cfg.data.group_size, f"step {self.step + 1} rollouts")
         t_roll = time.perf_counter() - t_step
@@ -436,7 +435,7 @@ class Trainer:
                                                   "kl": 0.0, "trained_tokens": 0}
         self.step += 1
         sync_s = 0.0
-        if self.engine is None and rows:
+        if self.engine_name == "vllm" and rows:
             # the next step samples with these weights: a new LoRA adapter (or reloaded weights)
             self.policy_server.publish(self.model, self.step)
             sync_s = self.policy_server.last_sync_s
@@ -460,7 +459,7 @@ class Trainer:
             **reasoning_metrics(episodes),
             **judge_metrics(episodes),
             "lr": self.scheduler.get_last_lr()[0],
-            **(_sampler_metrics(engine_before, self.engine.stats) if self.engine is not None else {}),
+            **(_sampler_metrics(engine_before, self.hf_engine.stats) if self.hf_engine is not None else {}),
             "time_weight_sync_s": sync_s,
             "time_rollout_s": t_roll,
             "time_reward_s": sum(ep.timings.get("reward_s", 0.0) for ep in episodes),

@@ -20,38 +20,12 @@ import numpy as np
 import torch
 
 from ..episodes.record import Episode
-from ..errors import InputError
 
-# What the local trainer can hand an estimator; one that needs more (a critic's values, a greedy
-# baseline, the policy's per-token statistics) is refused by name.
-_ESTIMATOR_INPUTS = ("token_level_rewards", "response_mask", "index", "norm_adv_by_std_in_grpo", "config")
+# the update computes with the very functions the run's configuration was checked with
+from ..run.algorithm import AlgorithmError, actor_config, estimator_missing_inputs, policy_loss
 
-
-class AlgorithmError(InputError):
-    pass
-
-
-def _estimator_missing_inputs(fn) -> list[str]:
-    params = inspect.signature(fn).parameters.values()
-    return [p.name for p in params if p.default is inspect.Parameter.empty
-            and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name not in _ESTIMATOR_INPUTS]
-
-
-def advantage_estimators() -> dict[str, str | None]:
-    """Every estimator veRL registers -> None when the local trainer can run it, else why not."""
-    from verl.trainer.ppo import core_algos
-
-    out = {}
-    for name in sorted(core_algos.ADV_ESTIMATOR_REGISTRY):
-        missing = _estimator_missing_inputs(core_algos.get_adv_estimator_fn(name))
-        out[name] = f"needs {', '.join(missing)}, which outcome-reward training on one machine does not have" if missing else None
-    return out
-
-
-def policy_losses() -> list[str]:
-    from verl.trainer.ppo import core_algos
-
-    return sorted(core_algos.POLICY_LOSS_REGISTRY)
+__all__ = ["AdvantageResult", "AlgorithmError", "actor_config", "compute_advantages", "kl_loss", "policy_loss",
+           "token_logprobs"]
 
 
 @dataclass
@@ -72,7 +46,7 @@ def compute_advantages(episodes: list[Episode], estimator: str, norm_by_std: boo
         fn = core_algos.get_adv_estimator_fn(estimator)
     except (ValueError, KeyError, NotImplementedError) as e:
         raise AlgorithmError(f"unknown advantage estimator {estimator!r}: {e}") from None
-    missing = _estimator_missing_inputs(fn)
+    missing = estimator_missing_inputs(fn)
     if missing:
         raise AlgorithmError(f"advantage estimator {estimator!r} needs {', '.join(missing)}, which the local trainer "
                              "does not have")
@@ -97,27 +71,6 @@ def compute_advantages(episodes: list[Episode], estimator: str, norm_by_std: boo
     per_episode = (adv * mask).sum(-1) / mask.sum(-1)
     return AdvantageResult({ep.episode_id: float(a) for ep, a in zip(scored, per_episode)}, informative,
                            len(rewards_by_group), len(rewards_by_group) - len(informative))
-
-
-def actor_config(clip_low: float, clip_high: float, clip_c: float, loss_agg_mode: str,
-                 policy_loss: str = "vanilla"):
-    from verl.workers.config import ActorConfig
-    from verl.workers.config.actor import PolicyLossConfig
-
-    return ActorConfig(strategy="fsdp", clip_ratio=clip_low, clip_ratio_low=clip_low, clip_ratio_high=clip_high,
-                       clip_ratio_c=clip_c, loss_agg_mode=loss_agg_mode, ppo_micro_batch_size_per_gpu=1, rollout_n=1,
-                       policy_loss=PolicyLossConfig(loss_mode=policy_loss))
-
-
-def check_policy_loss(config) -> None:
-    """Run the configured loss once on a tiny batch, so that a loss that needs settings the
-    configuration lacks fails before training starts, with veRL's own message."""
-    x = torch.full((1, 2), -1.0)
-    try:
-        policy_loss(x, {"old_log_prob": x, "advantages": torch.ones(1, 2), "response_mask": torch.ones(1, 2)}, config)
-    except Exception as e:  # veRL raises several kinds here; all mean "not usable as configured"
-        raise AlgorithmError(f"policy loss {config.policy_loss.loss_mode!r} cannot run as configured: "
-                             f"{type(e).__name__}: {e}") from None
 
 
 def token_logprobs(model, batch: dict[str, Any], temperature: float, checkpoint_layers: bool = True) -> torch.Tensor:
@@ -157,15 +110,6 @@ def token_logprobs(model, batch: dict[str, Any], temperature: float, checkpoint_
     if shared:
         logp = torch.cat([logp.new_zeros((ids.shape[0], shared)), logp], dim=1)
     return logp
-
-
-def policy_loss(log_prob: torch.Tensor, batch: dict[str, torch.Tensor], config) -> tuple[torch.Tensor, dict]:
-    """veRL's registered loss ``config.policy_loss.loss_mode`` (``vanilla`` is PPO's clipped loss)."""
-    from verl.trainer.ppo import core_algos
-
-    fn = core_algos.get_policy_loss_fn(config.policy_loss.loss_mode)
-    return fn(old_log_prob=batch["old_log_prob"], log_prob=log_prob, advantages=batch["advantages"],
-              response_mask=batch["response_mask"], loss_agg_mode=config.loss_agg_mode, config=config)
 
 
 def kl_loss(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, mask: torch.Tensor, kl_type: str,

@@ -22,44 +22,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..agents.demonstrations import check_solution, demonstration_sampler
-from ..agents.strands_process_pool import StrandsProcessPool
+from ..agents.demonstrations import demonstration_sampler
 from ..episodes.record import Episode, EpisodeWriter
 from ..episodes.summary import tool_use_metrics
 from ..errors import InputError
 from ..files import atomic_write_text
+from ..rollout.pool import StrandsProcessPool
+from ..run.config import TrainConfig
+from ..run.preflight import warm_start_tasks
 from ..sampling.protocol import SamplingParams
-from ..tasks import load_tasks, not_a_file
-from .config import ConfigError, TrainConfig
 
 
 class WarmStartError(InputError):
     """The warm start cannot teach anything: no demonstration succeeded."""
-
-
-def warm_start_tasks(cfg: TrainConfig, where: str = "config") -> list[dict[str, Any]]:
-    """The tasks to demonstrate, each with a valid ``solution``; [] without a warm start. Called by
-    the preflight, so a task without a solution is refused before the model loads."""
-    ws = cfg.warm_start
-    if not ws.demonstrations:
-        return []
-    path = ws.tasks_file or cfg.data.train_file
-    key = "warm_start.tasks_file" if ws.tasks_file else "data.train_file"
-    problem = not_a_file(Path(path))
-    if problem:
-        raise ConfigError(f"{where}: {key} {path} {problem}")
-    tasks = load_tasks(path, question_field=cfg.data.question_field)
-    if len(tasks) < ws.demonstrations:
-        raise ConfigError(f"{where}: warm_start.demonstrations is {ws.demonstrations} but {key} ({path}) "
-                          f"holds {len(tasks)} tasks")
-    chosen = tasks[: ws.demonstrations]
-    for task in chosen:
-        try:
-            check_solution(task)
-        except InputError as e:
-            raise ConfigError(f"{where}: warm_start needs a 'solution' in each of the first "
-                              f"{ws.demonstrations} tasks of {key} ({path}): {e}") from None
-    return chosen
 
 
 def demonstrate(cfg: TrainConfig, tasks: list[dict[str, Any]], spec, env, tokenizer_path: str,
@@ -83,7 +58,7 @@ def run_warm_start(cfg: TrainConfig, model, tokenizer, spec, env, tokenizer_path
     """Demonstrate, then train ``model`` in place on the successful demonstrations. Writes
     ``episodes/warm_start.jsonl`` (every demonstration, failed ones with their status and reason)
     and returns the figures the run's metrics record."""
-    from . import health
+    from ..run import health
     from .batch import rows_from_episodes
     from .sft import train_supervised
 

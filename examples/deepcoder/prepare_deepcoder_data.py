@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 from agentboost.data.prepare import PrepareOptions, prepare
-from agentboost.integrations.verl.rows import write_verl_rows
+from agentboost.integrations.verl.dataset import write_verl_rows
 from agentboost.tasks import load_tasks
 
 

@@ -78,7 +78,7 @@ def main() -> None:
 
     prompt = args.system_prompt
     if prompt is None and args.config:
-        from agentboost.trainer.config import load_config
+        from agentboost.run.config import load_config
 
         prompt = load_config(args.config, for_training=False).agent.system_prompt
     wait_until_up(args.url, args.token)

@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from agentboost.data.prepare import PrepareOptions, prepare
-from agentboost.integrations.verl.rows import task_file_to_verl
+from agentboost.integrations.verl.dataset import task_file_to_verl
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from agentboost.environments.tau2.tasks import prepare_tau2
-from agentboost.integrations.verl.rows import task_file_to_verl
+from agentboost.integrations.verl.dataset import task_file_to_verl
 
 
 def main(argv: list[str] | None = None) -> int:

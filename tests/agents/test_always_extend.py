@@ -8,10 +8,10 @@ import pytest
 from helpers import qwen_call
 
 from agentboost.agents.chat_rendering import ChatRenderer
-from agentboost.agents.episode_runner import run_episode
 from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.agents.trainable_model import HistoryRewritten, TrainableModel
 from agentboost.episodes.record import check_episode
+from agentboost.rollout.episode_runner import run_episode
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler
 from agentboost.testing.faults import add
@@ -85,7 +85,7 @@ def test_the_pool_runs_always_extend_from_the_agent_spec(qwen3_tokenizer):
     # the rLLM engine sets always_extend on the spec; the worker must honour it
     from conftest import QWEN3_DIR
 
-    from agentboost.agents.strands_process_pool import StrandsProcessPool
+    from agentboost.rollout.pool import StrandsProcessPool
     from agentboost.sampling.spec import SamplerSpec
 
     sampler = SamplerSpec(tokenizer=str(QWEN3_DIR), kind="scripted", script="test_always_extend:empty_think_script")

@@ -11,7 +11,6 @@ import pytest
 from helpers import qwen_call
 
 from agentboost.agents.chat_rendering import ChatRenderer
-from agentboost.agents.episode_runner import run_episode
 from agentboost.agents.strands_agent import AgentSpecError, StrandsAgentSpec
 from agentboost.agents.trainable_model import TrainableModel
 from agentboost.environments.strands_env import StrandsEnv
@@ -30,6 +29,7 @@ from agentboost.reasoning import (
     split_message,
     split_reasoning,
 )
+from agentboost.rollout.episode_runner import run_episode
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler
 from agentboost.testing.faults import add

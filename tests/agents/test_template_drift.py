@@ -9,11 +9,11 @@ import pytest
 from helpers import model_call, qwen_call
 
 from agentboost.agents.chat_rendering import ChatRenderer
-from agentboost.agents.episode_runner import run_episode
 from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.agents.trainable_model import TrainableModel
 from agentboost.episodes.record import Episode, SplitReason, build_segments, check_episode
 from agentboost.episodes.summary import split_metrics
+from agentboost.rollout.episode_runner import run_episode
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler
 from agentboost.testing.faults import add, mul

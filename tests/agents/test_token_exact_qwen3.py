@@ -7,9 +7,9 @@ from helpers import qwen_call, tool_result_texts
 from strands import tool
 
 from agentboost.agents.chat_rendering import ChatRenderer
-from agentboost.agents.episode_runner import run_episode
 from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.episodes.record import Episode, check_episode
+from agentboost.rollout.episode_runner import run_episode
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler, ScriptedTurn
 from agentboost.testing.faults import add, mul

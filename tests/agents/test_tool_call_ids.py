@@ -62,8 +62,8 @@ def _with_template(tokenizer, template: str):
 
 
 def _episode(tokenizer, family: str, script: list[str]):
-    from agentboost.agents.episode_runner import run_episode
     from agentboost.agents.strands_agent import StrandsAgentSpec
+    from agentboost.rollout.episode_runner import run_episode
     from agentboost.sampling.protocol import SamplingParams
     from agentboost.sampling.scripted import ScriptedSampler
 

@@ -369,9 +369,9 @@ def echo_text(text: str) -> str:
 def test_an_episode_runs_each_format_with_its_schema(family, qwen3_tokenizer):
     """Through the trainable model and a real Strands agent: the call runs, the one drafted in the
     reasoning does not, and the tool's schema reaches the parser ("12345" stays text for a str)."""
-    from agentboost.agents.episode_runner import run_episode
     from agentboost.agents.strands_agent import StrandsAgentSpec
     from agentboost.episodes.record import check_episode
+    from agentboost.rollout.episode_runner import run_episode
     from agentboost.sampling.protocol import SamplingParams
     from agentboost.sampling.scripted import ScriptedSampler
 
@@ -438,8 +438,8 @@ def test_a_named_parser_is_taken_as_named_and_an_unknown_one_is_an_error():
 
 
 def test_the_config_takes_a_tool_parser(tmp_path):
-    from agentboost.trainer.agent_setup import agent_spec
-    from agentboost.trainer.config import ConfigError, load_config
+    from agentboost.run.assembly import agent_spec
+    from agentboost.run.config import ConfigError, load_config
 
     assert agent_spec(load_config(None, ["agent.tool_parser=glm45"], for_training=False)).tool_parser == "glm45"
     assert load_config(None, [], for_training=False).agent.tool_parser == AUTO

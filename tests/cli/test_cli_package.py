@@ -11,10 +11,10 @@ import agentboost.sampling.vllm_server as vllm_server
 from agentboost import __version__
 from agentboost.cli import UsageError, build_parser, main
 from agentboost.errors import InputError
+from agentboost.run.config import TrainConfig
+from agentboost.run.policy_engine import server_options
 from agentboost.sampling import policy_server
 from agentboost.sampling.policy_server import VLLMOptions, start_policy_server
-from agentboost.trainer.config import TrainConfig
-from agentboost.trainer.policy_engine import server_options
 
 COMMANDS = ["init", "rollout", "models", "serve", "check", "data", "score", "stats", "sandbox", "train", "config", "plot", "export",
             "export-model", "ab", "sft", "eval", "jobs"]
@@ -63,7 +63,7 @@ def test_shared_options_keep_their_types_and_defaults():
 
 # -- the one way to start a policy server ----------------------------------------------------------
 class Recorder:
-    """Stands in for PolicyServer's constructors and VLLMPolicyServer: records how each was called."""
+    """Stands in for HFPolicyServer's constructors and VLLMPolicyServer: records how each was called."""
 
     def __init__(self, monkeypatch, vllm=True):
         self.calls = []
@@ -81,9 +81,9 @@ class Recorder:
         monkeypatch.setattr(vllm_server, "VLLMPolicyServer", FakeVLLM)
         monkeypatch.setattr(vllm_server, "find_vllm_python", lambda configured=None: "/vllm/python" if vllm else None)
         monkeypatch.setattr(vllm_server, "is_cpu_build", lambda python: True)
-        monkeypatch.setattr(policy_server.PolicyServer, "start",
+        monkeypatch.setattr(policy_server.HFPolicyServer, "start",
                             classmethod(lambda cls, *a, **kw: rec.calls.append(("hf.start", a, kw)) or "hf-server"))
-        monkeypatch.setattr(policy_server.PolicyServer, "from_pretrained",
+        monkeypatch.setattr(policy_server.HFPolicyServer, "from_pretrained",
                             classmethod(lambda cls, *a, **kw: rec.calls.append(("hf.load", a, kw)) or "hf-server"))
         import agentboost.models.loading as loading
 

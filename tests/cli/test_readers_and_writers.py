@@ -10,7 +10,7 @@ from helpers import cli, model_call
 
 from agentboost.episodes.record import Episode, build_segments, write_episodes
 from agentboost.files import clean_temporaries, iter_jsonl
-from agentboost.trainer.checkpoint import verify_checkpoint
+from agentboost.run.checkpoint import verify_checkpoint
 from agentboost.trainer.export import export_run
 from agentboost.trainer.sft import SFTDataError, load_sft_rows
 
@@ -101,8 +101,8 @@ def test_no_bytes_make_a_reader_fail_but_by_name(tmp_path, suffix):
     from hypothesis import strategies as st
 
     from agentboost.errors import InputError
+    from agentboost.run.config import load_config
     from agentboost.tasks import load_tasks
-    from agentboost.trainer.config import load_config
 
     path = tmp_path / f"f{suffix}"
     prefixes = {".jsonl": [b"", b'{"question": "q"}\n'], ".parquet": [b"PAR1", b""], ".yaml": [b"", b"run:\n  steps: "]}

@@ -11,11 +11,11 @@ from helpers import answer_episode as answer
 from helpers import cli, qwen_call, tool_result_texts
 
 from agentboost.agents.chat_rendering import ChatRenderer
-from agentboost.agents.episode_runner import run_episode
 from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.environments.strands_env import StrandsEnv
 from agentboost.episodes.record import write_episodes
 from agentboost.rewards.code import code_reward
+from agentboost.rollout.episode_runner import run_episode
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler
 

@@ -10,9 +10,9 @@ import pytest
 
 from agentboost.api import Run
 from agentboost.episodes.summary import ci95_text, interval_text, mean_ci95
-from agentboost.trainer.config import TrainConfig
-from agentboost.trainer.evaluation import difference_text, paired_comparison, unpaired_comparison
-from agentboost.trainer.metrics import figure_text, validation_figure, validation_sample
+from agentboost.evaluation.statistics import difference_text, paired_comparison, unpaired_comparison
+from agentboost.run.config import TrainConfig
+from agentboost.run.metrics import figure_text, validation_figure, validation_sample
 
 
 def test_no_interval_below_two_values_and_the_reports_say_so():

@@ -8,9 +8,9 @@ import asyncio
 import json
 
 from agentboost.agents.chat_rendering import ChatRenderer
-from agentboost.agents.episode_runner import run_episode
 from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.gateway.server import Gateway
+from agentboost.rollout.episode_runner import run_episode
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler
 from agentboost.testing.faults import add, mul

@@ -15,12 +15,12 @@ from gateway_runs import PARAMS, smollm2_tokenizer  # noqa: F401 (a fixture)
 from helpers import REPO, cli
 
 from agentboost.agents.chat_rendering import ChatRenderer
-from agentboost.agents.episode_runner import run_episode
 from agentboost.agents.http_agent import HttpAgentSpec, spec_from_keys
 from agentboost.agents.strands_agent import AgentSpecError, StrandsAgentSpec
 from agentboost.environments.strands_env import StrandsEnv
 from agentboost.episodes.record import Status, check_episode
 from agentboost.rewards.groups import apply_group_policy
+from agentboost.rollout.episode_runner import run_episode
 from agentboost.sampling.scripted import ScriptedSampler, ScriptedTurn
 
 HERE = Path(__file__).parent

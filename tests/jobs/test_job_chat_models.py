@@ -2,7 +2,7 @@
 planted in the service's environment: the key reaches the judge's calls (the chat server refuses
 requests without it) and appears in no file under the job's directory (config, log, run, exports)
 nor in any answer of the service (status, events, export). (A chat model as `eval`'s baseline is
-grepped the same way in tests/trainer/test_eval_chat_models.py.)"""
+grepped the same way in tests/evaluation/test_eval_chat_models.py.)"""
 
 import json
 import time

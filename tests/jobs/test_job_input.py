@@ -189,7 +189,7 @@ def test_the_same_agent_in_yaml_and_in_a_job_records_the_same_config(tmp_path):
     import yaml
 
     from agentboost.agents.strands_agent import StrandsAgentSpec
-    from agentboost.trainer.config import load_config
+    from agentboost.run.config import load_config
 
     spec = StrandsAgentSpec(tools=["agentboost.tools.calculator:calculator"], factory="helpers:recording_factory",
                             max_model_calls=9, system_prompt="Use the calculator.", tool_parser="hermes")

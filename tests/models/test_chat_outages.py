@@ -17,7 +17,7 @@ from strands.types.exceptions import ModelThrottledException
 from agentboost.episodes.record import Episode, Status
 from agentboost.models.chat import ChatModelSpec, is_outage
 from agentboost.rewards.groups import apply_group_policy
-from agentboost.trainer import health
+from agentboost.run import health
 from agentboost.trainer.batch import rows_from_episodes
 
 
@@ -37,9 +37,9 @@ def test_a_policy_server_that_is_down_aborts_the_episode(smollm2_path):
     from transformers import AutoTokenizer
 
     from agentboost.agents.chat_rendering import ChatRenderer
-    from agentboost.agents.episode_runner import run_episode
     from agentboost.agents.strands_agent import StrandsAgentSpec
     from agentboost.environments.strands_env import StrandsEnv
+    from agentboost.rollout.episode_runner import run_episode
     from agentboost.sampling.http_sampler import HttpSampler
     from agentboost.sampling.protocol import SamplingParams
 

@@ -19,9 +19,10 @@ from agentboost.rewards.registry import (
     register_reward,
     registered_rewards,
 )
+from agentboost.run.algorithm import policy_losses
+from agentboost.run.config import ConfigError, load_config
 from agentboost.trainer import batch as batching
 from agentboost.trainer import loss as losses
-from agentboost.trainer.config import ConfigError, load_config
 
 SMOKE = str(REPO / "examples/quickstart/smoke.yaml")
 
@@ -92,7 +93,7 @@ def test_config_choices_come_from_the_registries_and_typos_name_the_closest():
         load_config(SMOKE, ["algorithm.adv_estimator=grpp"])
     with pytest.raises(ConfigError, match="did you mean 'gspo'"):
         load_config(SMOKE, ["algorithm.policy_loss=gsp"])
-    assert set(losses.policy_losses()) == set(core_algos.POLICY_LOSS_REGISTRY)
+    assert set(policy_losses()) == set(core_algos.POLICY_LOSS_REGISTRY)
     assert load_config(SMOKE, ["algorithm.adv_estimator=opo", "algorithm.policy_loss=gspo"]).algorithm.policy_loss == "gspo"
     # a loss that needs a setting the configuration lacks fails before training, with veRL's reason
     with pytest.raises(ConfigError, match="policy loss 'dro' cannot run as configured.*dro_beta"):

@@ -8,14 +8,14 @@ import pytest
 import torch
 from helpers import chat_prompt_ids
 
-from agentboost.sampling.local_engine import LocalEngine
+from agentboost.sampling.hf_engine import HFEngine
 from agentboost.sampling.protocol import SamplingParams
 
 EPISODES, TURNS, CAP = 4, 2, 2
 TOOL_RESULT = [28, 1456, 27]  # a few token ids standing for the tool result and the next turn's header
 
 
-def run_episodes(engine: LocalEngine, prompts: list[list[int]]) -> list[int]:
+def run_episodes(engine: HFEngine, prompts: list[list[int]]) -> list[int]:
     """Each episode: TURNS model calls, each prompt extending the previous prompt + response.
     Returns, per episode, how many batches the engine had run when the episode finished."""
     params = SamplingParams(temperature=0.0, max_new_tokens=1)
@@ -54,7 +54,7 @@ def test_started_episodes_finish_first(smollm2_engine, schedule):
     # seconds for this test instead of a few)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    engine = LocalEngine(smollm2_engine.model, tok, max_batch_size=CAP, batch_wait_s=0.05,
+    engine = HFEngine(smollm2_engine.model, tok, max_batch_size=CAP, batch_wait_s=0.05,
                          schedule=schedule, continuation_wait_s=1.0)
     try:
         finished_at = sorted(run_episodes(engine, prompts))
@@ -73,7 +73,7 @@ def test_started_episodes_finish_first(smollm2_engine, schedule):
 
 
 def test_a_later_turn_is_found_by_the_longest_served_sequence_it_extends():
-    from agentboost.sampling.local_engine import _Lineage
+    from agentboost.sampling.hf_engine import _Lineage
 
     lineage = _Lineage(capacity=3)
     lineage.add([1, 2, 3], 1.0, 1, 0)  # episode A's first turn: prompt [1, 2] + response [3]

@@ -13,10 +13,10 @@ import uuid
 import pytest
 from helpers import REPO
 
+from agentboost.run.config import ConfigError, load_config
 from agentboost.sampling.policy_server import resolve_engine
 from agentboost.sampling.vllm_server import VLLMNotInstalled, checkpoint_dtype
 from agentboost.testing.processes import processes_with_marker, wait_no_processes
-from agentboost.trainer.config import ConfigError, load_config
 
 WATCHDOG = REPO / "agentboost" / "sampling" / "server_watchdog.py"
 # a "server" that starts a child of its own, as vLLM's API server starts its engine core

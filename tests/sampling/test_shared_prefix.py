@@ -7,7 +7,7 @@ import torch
 
 from agentboost.episodes.record import shared_prefix_len
 from agentboost.models.loading import load_policy
-from agentboost.sampling.local_engine import LocalEngine
+from agentboost.sampling.hf_engine import HFEngine
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.trainer import batch as batching
 from agentboost.trainer import loss as losses
@@ -67,7 +67,7 @@ def test_sampler_shared_prefix_gives_the_same_tokens_and_logprobs(smollm2_path):
     params = SamplingParams(temperature=0.0, max_new_tokens=16)
     results = {}
     for minimum in (0, 32):
-        engine = LocalEngine(model, tok, max_batch_size=len(prompts), batch_wait_s=0.5, min_shared_prefix=minimum)
+        engine = HFEngine(model, tok, max_batch_size=len(prompts), batch_wait_s=0.5, min_shared_prefix=minimum)
         try:
             futures = [engine.submit(p, params) for p in prompts]
             results[minimum] = [f.result() for f in futures]

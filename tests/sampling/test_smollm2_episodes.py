@@ -9,12 +9,12 @@ import torch
 from helpers import chat_prompt_ids, cli
 
 from agentboost.agents.chat_rendering import ChatRenderer
-from agentboost.agents.episode_runner import run_episode
 from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.episodes.record import check_episode, read_episodes
+from agentboost.rollout.episode_runner import run_episode
 from agentboost.sampling.completions_server import CompletionsServer
+from agentboost.sampling.hf_engine import EngineSampler
 from agentboost.sampling.http_sampler import HttpSampler, parse_completion
-from agentboost.sampling.local_engine import EngineSampler
 from agentboost.sampling.protocol import SamplerError, SamplingParams
 
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=24)

@@ -139,9 +139,9 @@ def test_a_prompt_past_the_servers_context_is_a_prompt_too_long(vllm):
 @pytest.mark.slow
 def test_rollout_through_the_vllm_server_gives_token_exact_episodes(vllm, smollm2_path, tmp_path):
     from agentboost.agents.strands_agent import StrandsAgentSpec
-    from agentboost.agents.strands_process_pool import StrandsProcessPool
     from agentboost.environments.strands_env import StrandsEnv
     from agentboost.episodes.record import check_episode
+    from agentboost.rollout.pool import StrandsProcessPool
     from agentboost.sampling.policy_version import PolicyVersion, write_policy_version
     from agentboost.sampling.spec import SamplerSpec
 
@@ -167,8 +167,8 @@ def test_a_sampling_seed_gives_each_sample_its_own_reproducible_stream(vllm, smo
     (task, sample, call) gets its own derived seed: the samples differ, and a second run repeats
     them token for token (the common random numbers of `agentboost eval`)."""
     from agentboost.agents.strands_agent import StrandsAgentSpec
-    from agentboost.agents.strands_process_pool import StrandsProcessPool
     from agentboost.environments.strands_env import StrandsEnv
+    from agentboost.rollout.pool import StrandsProcessPool
     from agentboost.sampling.policy_version import PolicyVersion, write_policy_version
     from agentboost.sampling.protocol import derive_seed
     from agentboost.sampling.spec import SamplerSpec
@@ -278,8 +278,8 @@ def test_training_on_vllm_syncs_the_adapter_every_step_and_leaves_no_server(smol
     syncs the adapter merged into the weights (``rollout.vllm_lora_sync: auto`` on the CPU build);
     the evaluation of its checkpoint below puts it on vLLM as a runtime adapter."""
     from agentboost.episodes.record import read_episodes
+    from agentboost.run.config import load_config
     from agentboost.trainer.batch import rows_from_episodes
-    from agentboost.trainer.config import load_config
     from agentboost.trainer.loop import Trainer
 
     python = vllm_python_or_skip()
@@ -292,7 +292,7 @@ def test_training_on_vllm_syncs_the_adapter_every_step_and_leaves_no_server(smol
                               "rollout.vllm_max_model_len=2048", "rollout.vllm_kv_cache_gib=1"])
     trainer = Trainer(cfg, tmp_path / "run", log=lambda m: None)
     try:
-        assert trainer.engine_name == "vllm" and trainer.engine is None and trainer.policy_server.sync == "merged"
+        assert trainer.engine_name == "vllm" and trainer.hf_engine is None and trainer.policy_server.sync == "merged"
         assert len(processes_with_marker(mark)) >= 3  # the watchdog, the API server, its engine core
         trainer._t0 = time.perf_counter()  # run() sets it; the steps are driven one by one here
         m1 = trainer.train_step()
@@ -335,7 +335,7 @@ def test_training_on_vllm_syncs_the_adapter_every_step_and_leaves_no_server(smol
 
     # `agentboost eval` (and compare_to_base) sample on the configured engine too: the run's
     # checkpoint goes onto a fresh vLLM server as an adapter, and its episodes are that adapter's
-    from agentboost.trainer.evaluation import run_policy
+    from agentboost.evaluation.evaluate import run_policy
 
     tasks = [{"task_id": "t0", "question": "What is 12 + 30?", "answer": "42"}]
     logs = []

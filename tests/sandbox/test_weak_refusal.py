@@ -59,8 +59,8 @@ def test_allowing_a_weak_sandbox_warns_and_reaches_the_workers(monkeypatch):
     import pytest
 
     from agentboost.errors import InputError
+    from agentboost.run.assembly import check_sandbox
     from agentboost.sandbox import runner
-    from agentboost.trainer.agent_setup import check_sandbox
 
     weak = {**runner.protections(), "isolated": False, "missing": ["bubblewrap (bwrap) not found"]}
     monkeypatch.setattr(runner, "protections", lambda: weak)

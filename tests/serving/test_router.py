@@ -11,12 +11,12 @@ import urllib.request
 import pytest
 
 from agentboost.agents.chat_rendering import ChatRenderer
+from agentboost.evaluation.statistics import paired_comparison, unpaired_comparison
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler
 from agentboost.serving.policies import ServedPolicy
 from agentboost.serving.report import ab_report, report_text
 from agentboost.serving.router import Router, ServeInputError, check_bind, draw
-from agentboost.trainer.evaluation import paired_comparison, unpaired_comparison
 
 TOKEN = "s3cret"
 PARAMS = SamplingParams(temperature=0.0, max_new_tokens=64)
@@ -213,7 +213,7 @@ def test_arms_change_live_on_a_reconfigurable_router(tmp_path, smollm2_tok):
 
     with pytest.raises(ServeInputError, match="needs a bearer token"):
         Router({"policy": arm("v1", smollm2_tok, "I am v1.")}, loader=loader)
-    from agentboost.trainer.prompt_policy import PromptPolicy
+    from agentboost.run.prompt_policy import PromptPolicy
 
     prompt = PromptPolicy(system_prompt="You have a calculator.", instructions=["Check the tool's result."])
     with Router({"policy": arm("v1", smollm2_tok, "I am v1.")}, out_dir=tmp_path, token=TOKEN, loader=loader,

@@ -12,11 +12,11 @@ from helpers import REPO
 
 from agentboost.agents.chat_rendering import ChatRenderer
 from agentboost.cli import main
+from agentboost.run.prompt_policy import Demonstration, PromptPolicy
 from agentboost.sampling.protocol import SamplingParams
 from agentboost.sampling.scripted import ScriptedSampler
 from agentboost.serving.policies import ServedPolicy
 from agentboost.serving.router import Router, ServeInputError
-from agentboost.trainer.prompt_policy import Demonstration, PromptPolicy
 
 DEMO_Q = "Ana has 2 books and gets 6 more. How many books does Ana have now?"
 

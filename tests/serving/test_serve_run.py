@@ -15,9 +15,9 @@ from helpers import REPO
 from agentboost.api import Run
 from agentboost.cli import main
 from agentboost.jobs.store import guide_status
+from agentboost.run.checkpoint import CheckpointError, best_checkpoint, resolve_checkpoint, split_run_spec
+from agentboost.run.config import load_config
 from agentboost.tasks import load_tasks
-from agentboost.trainer.checkpoint import CheckpointError, best_checkpoint, resolve_checkpoint, split_run_spec
-from agentboost.trainer.config import load_config
 
 SMOKE = str(REPO / "examples/quickstart/smoke.yaml")
 TOKEN = "t0ken"
@@ -68,10 +68,10 @@ def test_best_checkpoint_is_picked_kept_and_named(trained_run, capsys):
 def test_ab_test_of_the_best_checkpoint_agrees_with_offline_eval(trained_run, tmp_path, capsys):
     from strands.models.openai import OpenAIModel
 
+    from agentboost.evaluation.evaluate import config_for, evaluate
+    from agentboost.run.assembly import agent_spec, environment
     from agentboost.serving.report import ab_report
     from agentboost.serving.router import build_router
-    from agentboost.trainer.agent_setup import agent_spec, environment
-    from agentboost.trainer.evaluation import config_for, evaluate
 
     run, _ = trained_run
     experiment = f"{run}:best"
@@ -124,7 +124,7 @@ def test_ab_test_of_the_best_checkpoint_agrees_with_offline_eval(trained_run, tm
         assert gap <= a["success_ci95"] + off["success_ci95"] + 1e-9, (arm, a, off)
     d = report["success_difference"]
     assert d["method"] == "permutation test of the arm labels" and 0 < d["p_value"] <= 1
-    from agentboost.trainer.evaluation import unpaired_comparison
+    from agentboost.evaluation.statistics import unpaired_comparison
 
     by_arm = {arm: [float(o["success"]) for o in outcomes if o["arm"] == arm] for arm in ("experiment", "baseline")}
     assert d == unpaired_comparison(by_arm["experiment"], by_arm["baseline"]).__dict__  # the one statistics module

@@ -16,11 +16,11 @@ import torch
 from helpers import CLI, REPO, cli, model_call
 
 from agentboost.episodes.record import Episode, build_segments, read_episodes
+from agentboost.run.config import load_config
+from agentboost.run.metrics import figure_text, validation_figure
 from agentboost.trainer import batch as batching
 from agentboost.trainer import loss as losses
-from agentboost.trainer.config import load_config
 from agentboost.trainer.loop import TaskStream, Trainer, pass_at_k
-from agentboost.trainer.metrics import figure_text, validation_figure
 
 SMOKE = str(REPO / "examples/quickstart/smoke.yaml")
 
@@ -69,9 +69,9 @@ def test_recomputed_logprobs_equal_the_samplers_on_real_episodes(smollm2_engine)
     """The training sequence, its shift and the temperature are right: at the start of an update
     the policy's log-probs of the sampled tokens equal what the sampler reported (ratio 1)."""
     from agentboost.agents.chat_rendering import ChatRenderer
-    from agentboost.agents.episode_runner import run_episode
     from agentboost.agents.strands_agent import StrandsAgentSpec
-    from agentboost.sampling.local_engine import EngineSampler
+    from agentboost.rollout.episode_runner import run_episode
+    from agentboost.sampling.hf_engine import EngineSampler
     from agentboost.sampling.protocol import SamplingParams
 
     async def go():
@@ -160,7 +160,7 @@ def test_smoke_run_updates_the_adapter_and_writes_everything(tmp_path, smollm2_p
     assert r.returncode == 0 and "exported 4 episodes" in r.stdout
     assert all("segments" in json.loads(line) for line in (tmp_path / "x.jsonl").read_text().splitlines())
     # what `agentboost eval --model RUN_DIR` loads: the newest intact checkpoint on the base model
-    from agentboost.trainer.checkpoint import load_policy_from_run
+    from agentboost.run.checkpoint import load_policy_from_run
 
     loaded, _, desc, _ = load_policy_from_run(run)
     assert "step_000002" in desc
@@ -222,14 +222,14 @@ def test_resume_of_a_directory_that_is_not_a_run_is_a_named_error(tmp_path):
     assert not (tmp_path / "nope").exists()  # nothing created
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "config.yaml").write_text("{}")
-    from agentboost.trainer.checkpoint import CheckpointError, load_latest_intact
+    from agentboost.run.checkpoint import CheckpointError, load_latest_intact
 
     with pytest.raises(CheckpointError, match="has no checkpoint to resume from"):
         load_latest_intact(tmp_path / "run", None, None, None, True)
 
 
 def test_checkpoint_manifest_detects_damage_and_state_loads_weights_only(tmp_path):
-    from agentboost.trainer.checkpoint import (
+    from agentboost.run.checkpoint import (
         load_latest_intact,
         save_checkpoint,
         verify_checkpoint,

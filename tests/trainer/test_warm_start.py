@@ -9,7 +9,7 @@ import pytest
 from helpers import REPO, cli
 
 from agentboost.errors import InputError
-from agentboost.trainer.config import load_config
+from agentboost.run.config import load_config
 from agentboost.trainer.loop import Trainer
 from agentboost.trainer.warm_start import WarmStartError, warm_start_tasks
 

@@ -8,14 +8,14 @@ at run time, in every process of the run, and only when asked: the launcher star
 imports the fork's workers. Nothing of the fork's or rLLM's files is edited. ``install()``:
 
 - makes the fork's device module (``verl.utils.device.get_torch_device``, already ``cpu`` by its
-  own detection) answer CUDA's memory queries (``cpu_aids.CPU_DEVICE_MODULE``);
+  own detection) answer CUDA's memory queries (``cpu_backend.CPU_DEVICE_MODULE``);
 - initialises every process group with gloo (the fork names ``nccl``/``hccl``), and lets FSDP
   broadcast CPU tensors over it (``sync_module_states``: torch refuses them for NCCL's sake);
 - adds the rollout ``actor_rollout_ref.rollout.name=agentboost_cpu``: in each actor worker a
   ``CPUWorkerRollout`` that hands the FSDP module's full weights over on request (the fork's vLLM
   sharding manager's job), and as the fork's async server a ``CPUCompletionsServer`` Ray actor:
   agentboost's completions server (token ids in, token ids and log-probs out, as the fork's patched
-  vLLM server answers) over ``cpu_aids.CpuRolloutPolicy``. Its ``wake_up()`` (which rLLM's engine, with
+  vLLM server answers) over ``cpu_backend.CpuRolloutPolicy``. Its ``wake_up()`` (which rLLM's engine, with
   agentboost's override, calls before every rollout phase) pulls the actor's current weights and
   serves them; every response carries ``weight_version``: the number of optimizer updates the
   served weights have had (the actor's LR-scheduler count), which each episode records per call.
@@ -72,7 +72,7 @@ def install() -> None:
     import torch.distributed as dist
     import verl.utils.device as device
 
-    from ..cpu_aids import CPU_DEVICE_MODULE
+    from ..cpu_backend import CPU_DEVICE_MODULE
 
     if getattr(device, "_agentboost_cpu", False):
         return
@@ -176,7 +176,7 @@ class CPUCompletionsServer:
         from verl.utils.fs import copy_to_local
 
         from ...sampling.completions_server import CompletionsServer
-        from ..cpu_aids import CpuRolloutPolicy
+        from ..cpu_backend import CpuRolloutPolicy
         from .engine import served_model_name
 
         self.config = config

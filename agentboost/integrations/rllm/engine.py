@@ -31,13 +31,13 @@ import dataclasses
 from typing import Any
 
 from ...agents.strands_agent import StrandsAgentSpec
-from ...agents.strands_process_pool import StrandsProcessPool
 from ...environments.strands_env import StrandsEnv
 from ...episodes.record import Episode
 from ...rewards.groups import GroupPolicy, apply_group_policy
+from ...rollout.pool import StrandsProcessPool
 from ...sampling.protocol import SamplingParams
 from ...sampling.spec import SamplerSpec
-from .rows import episode_row
+from .episode_rows import episode_row
 
 
 def sampling_from_config(config: Any, validate: bool) -> SamplingParams:

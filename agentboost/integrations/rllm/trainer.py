@@ -23,7 +23,7 @@ import os
 from collections import Counter
 from typing import Any
 
-from .rows import batch_tensors
+from .episode_rows import batch_tensors
 
 
 def _aggregate(per_traj: list[dict[str, Any]]) -> dict[str, float]:

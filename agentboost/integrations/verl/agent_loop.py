@@ -66,7 +66,6 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from ...agents.chat_rendering import ChatRenderer
-from ...agents.episode_runner import run_episode
 from ...agents.http_agent import HttpAgentSpec, spec_from_keys
 from ...agents.strands_agent import StrandsAgentSpec
 from ...environments.strands_env import StrandsEnv
@@ -75,8 +74,9 @@ from ...errors import InputError
 from ...rewards.groups import GroupPolicy, apply_group_policy
 from ...rewards.registry import default_reward
 from ...rewards.shaping import ShapingConfig
+from ...rollout.episode_runner import run_episode
 from ...sampling.protocol import SamplingParams
-from ..rows import episode_row
+from ..episode_rows import episode_row
 from .sampler import VerlServerSampler
 
 TASK_KEY = "agentboost_task"  # extra_info field holding the agentboost task as JSON
@@ -105,7 +105,7 @@ def _configured(agent_json: str, env_json: str) -> tuple[StrandsAgentSpec | Http
     if environment.reward is None:
         raise AgentLoopConfigError(f"agent loop YAML: env.reward is not set and agent type {spec.agent_type!r} "
                                    "has no default reward")
-    from ...trainer.agent_setup import check_sandbox
+    from ...run.assembly import check_sandbox
 
     # a code reward or tool refuses to run unisolated here too (AGENTBOOST_SANDBOX_ALLOW_WEAK=1 in
     # the workers' environment accepts it)

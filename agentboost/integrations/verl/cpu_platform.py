@@ -23,7 +23,7 @@ import torch
 from verl.plugin.platform.platform_base import PlatformBase
 from verl.plugin.platform.platform_manager import PlatformRegistry
 
-from ..cpu_aids import CPU_DEVICE_MODULE as _DEVICE_MODULE
+from ..cpu_backend import CPU_DEVICE_MODULE as _DEVICE_MODULE
 
 
 @PlatformRegistry.register(platform="cpu")

@@ -7,7 +7,7 @@ veRL's vLLM replica needs vLLM inside the trainer's environment, and the CPU bui
 veRL's replica interface, registered through veRL's registries (``RolloutReplicaRegistry`` and the
 rollout-class table; nothing of veRL's is edited):
 
-- ``CPURolloutServer``, a Ray actor per replica: the batched HF engine (``sampling/local_engine.py``)
+- ``CPURolloutServer``, a Ray actor per replica: the batched HF engine (``sampling/hf_engine.py``)
   over the policy's weights, answering veRL's token-in/token-out ``generate`` with a ``TokenOutput``
   whose ``extra_fields["global_steps"]`` names the weights that sampled it;
 - ``CPUServerAdapter``, the rollout object in each actor worker (hybrid mode): veRL hands it the
@@ -29,7 +29,7 @@ import torch
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
-from ..cpu_aids import CpuRolloutPolicy
+from ..cpu_backend import CpuRolloutPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def _server_name(replica_rank: int) -> str:
 
 class CPURolloutServer:
     """The policy served on CPU: veRL's server surface over agentboost's served policy
-    (``integrations/cpu_aids.py``, shared with the rLLM path)."""
+    (``integrations/cpu_backend.py``, shared with the rLLM path)."""
 
     def __init__(self, model_path: str, max_batch_size: int = 16, seed: int = 0):
         self.policy = CpuRolloutPolicy(model_path, max_batch_size=max_batch_size, seed=seed)

@@ -392,11 +392,11 @@ def test_ticket_episode_through_run_episode_is_token_exact_and_scored_like_tau2(
     reward: the episode keeps the token invariant and its reward equals tau2's on the same
     trajectory (scored as an agent stop: a ticket-style run, no user simulator)."""
     from agentboost.agents.chat_rendering import ChatRenderer
-    from agentboost.agents.episode_runner import run_episode
     from agentboost.agents.strands_agent import StrandsAgentSpec
     from agentboost.environments.strands_env import StrandsEnv
     from agentboost.environments.tau2.evaluator import trajectory_from_strands
     from agentboost.episodes.record import check_episode
+    from agentboost.rollout.episode_runner import run_episode
     from agentboost.sampling.protocol import SamplingParams
     from agentboost.sampling.scripted import ScriptedSampler
 
@@ -440,9 +440,9 @@ def test_ticket_episodes_through_the_worker_pool(qwen3_tokenizer):
     from conftest import QWEN3_DIR
 
     from agentboost.agents.strands_agent import StrandsAgentSpec
-    from agentboost.agents.strands_process_pool import StrandsProcessPool
     from agentboost.environments.strands_env import StrandsEnv
     from agentboost.episodes.record import check_episode
+    from agentboost.rollout.pool import StrandsProcessPool
     from agentboost.sampling.spec import SamplerSpec
 
     row = _pool_row()
@@ -483,8 +483,8 @@ def conversation_script(tokenizer=None):
 
 def _run_conversation(tokenizer, row, script, **options):
     from agentboost.agents.chat_rendering import ChatRenderer
-    from agentboost.agents.episode_runner import run_episode
     from agentboost.agents.strands_agent import StrandsAgentSpec
+    from agentboost.rollout.episode_runner import run_episode
     from agentboost.sampling.protocol import SamplingParams
     from agentboost.sampling.scripted import ScriptedSampler
 
@@ -583,8 +583,8 @@ def test_conversation_through_the_worker_pool(qwen3_tokenizer):
     from conftest import QWEN3_DIR
 
     from agentboost.agents.strands_agent import StrandsAgentSpec
-    from agentboost.agents.strands_process_pool import StrandsProcessPool
     from agentboost.episodes.record import check_episode
+    from agentboost.rollout.pool import StrandsProcessPool
     from agentboost.sampling.spec import SamplerSpec
 
     row = _pool_row()
@@ -689,7 +689,7 @@ def test_the_tau2_example_scripts_configure_both_backends():
     conversation) loads and fits the row veRL pads to."""
     import yaml
 
-    from agentboost.trainer.config import load_config
+    from agentboost.run.config import load_config
 
     script = REPO / "examples/tau2/train_tau2_with_strands.sh"
     local = dry_run(script, BACKEND="local")
@@ -720,13 +720,13 @@ def test_telecom_solo_mode(qwen3_tokenizer, ending):
     agent's hands, ``done`` as the agent's stop (scored like tau2 in solo mode); answering in text
     instead is an agent error (0)."""
     from agentboost.agents.chat_rendering import ChatRenderer
-    from agentboost.agents.episode_runner import run_episode
     from agentboost.agents.strands_agent import StrandsAgentSpec
     from agentboost.environments.tau2.evaluator import (
         solo_stop,
         trajectory_from_strands,
     )
     from agentboost.episodes.record import check_episode
+    from agentboost.rollout.episode_runner import run_episode
     from agentboost.sampling.protocol import SamplingParams
     from agentboost.sampling.scripted import ScriptedSampler
 

@@ -12,12 +12,12 @@ import pytest
 from helpers import CHAT_KEY, CHAT_KEY_ENV
 
 import agentboost.environments.tau2.domain as td
-from agentboost.agents.episode_runner import run_chat_episode
 from agentboost.agents.strands_agent import StrandsAgentSpec
 from agentboost.environments.strands_env import StrandsEnv
 from agentboost.environments.tau2.evaluator import NLAssertionJudge, nl_judge_system_prompt, score, tau2_reward
 from agentboost.environments.tau2.users import make_user, user_system_prompt
 from agentboost.models.chat import chat_model_spec
+from agentboost.rollout.episode_runner import run_chat_episode
 from agentboost.sampling.protocol import SamplingParams
 
 pytestmark = pytest.mark.vllm

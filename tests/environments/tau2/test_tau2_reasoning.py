@@ -29,9 +29,9 @@ def _airline_row():
 
 def _run(tokenizer, row, script, tools, **options):
     from agentboost.agents.chat_rendering import ChatRenderer
-    from agentboost.agents.episode_runner import run_episode
     from agentboost.agents.strands_agent import StrandsAgentSpec
     from agentboost.environments.strands_env import StrandsEnv
+    from agentboost.rollout.episode_runner import run_episode
     from agentboost.sampling.protocol import SamplingParams
     from agentboost.sampling.scripted import ScriptedSampler
 

@@ -313,7 +313,7 @@ def test_strands_agents_through_the_real_patched_engine(patched_copy, model_dir,
 
     from agentboost.episodes.record import Episode, check_episode
     from agentboost.sampling.completions_server import CompletionsServer
-    from agentboost.sampling.local_engine import LocalEngine
+    from agentboost.sampling.hf_engine import HFEngine
 
     roots, site = patched_copy
     model = model_dir
@@ -325,7 +325,7 @@ def test_strands_agents_through_the_real_patched_engine(patched_copy, model_dir,
             requests.append((body.get("temperature"), body.get("top_p"), body.get("max_tokens")))
             return await super()._completions(request)
 
-    engine = LocalEngine.from_pretrained(str(model), max_batch_size=8)
+    engine = HFEngine.from_pretrained(str(model), max_batch_size=8)
     srv = RecordingServer(engine)
     url = srv.start_in_thread()
     try:

@@ -28,7 +28,7 @@ from agentboost.episodes.record import (
     check_episode,
     read_episodes,
 )
-from agentboost.integrations.rllm.rows import batch_tensors, episode_row
+from agentboost.integrations.rllm.episode_rows import batch_tensors, episode_row
 
 
 @pytest.fixture(scope="module")
@@ -500,9 +500,9 @@ def test_prompt_too_long_ends_the_episode_truncated(smollm2_path):
     from transformers import AutoTokenizer
 
     from agentboost.agents.chat_rendering import ChatRenderer
-    from agentboost.agents.episode_runner import run_episode
     from agentboost.agents.strands_agent import StrandsAgentSpec
     from agentboost.integrations.rllm.fork_server import check_completion_request
+    from agentboost.rollout.episode_runner import run_episode
     from agentboost.sampling.http_sampler import HttpSampler
     from agentboost.sampling.protocol import SamplingParams
 

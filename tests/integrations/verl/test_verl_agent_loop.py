@@ -471,7 +471,7 @@ def test_verls_default_v1_worker_stores_the_same_rows(scripted_worker, monkeypat
 def test_real_smollm2_through_the_worker_trains_exactly_the_sampled_tokens(smollm2_path, smollm2_engine, loops_yaml):
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
-    from agentboost.sampling.local_engine import EngineSampler
+    from agentboost.sampling.hf_engine import EngineSampler
 
     client = ForwardingServerClient(EngineSampler(smollm2_engine))
     worker = AgentLoopWorker(compose_ppo_config(overrides(smollm2_path, loops_yaml)), llm_client=client)

@@ -1,0 +1,100 @@
+"""Where the run's files cannot be written: a read-only run directory is refused in one line before
+anything starts; a disk that fills mid-run fails the run by name, keeps the last intact checkpoint
+as ``latest`` and leaves no half-written checkpoint. Real file systems: tmpfs mounts (root)."""
+
+import os
+import shutil
+import subprocess
+from contextlib import contextmanager
+
+import pytest
+from helpers import REPO, cli
+
+from agentboost.run import health
+from agentboost.run.checkpoint import verify_checkpoint
+from agentboost.run.config import load_config
+from agentboost.trainer import loop
+
+SMOKE = str(REPO / "examples/quickstart/smoke.yaml")
+SMALL = ["data.tasks_per_step=2", "data.group_size=2", "sampling.max_new_tokens=16", "validation.max_tasks=2",
+         "validation.max_new_tokens=16", "reward.name=helpers:length_reward"]
+needs_mounts = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None,
+                                  reason="mounting a small or read-only tmpfs needs root (CI runs as root)")
+
+
+@contextmanager
+def tmpfs(path, options):
+    path.mkdir(exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@needs_mounts
+def test_a_read_only_run_directory_is_refused_in_one_line(tmp_path):
+    with tmpfs(tmp_path / "ro", "ro,size=1m") as ro:
+        r = cli("train", SMOKE, "--run-dir", ro / "run", timeout=300)
+    assert r.returncode == 2, r.stderr[-2000:]
+    line, = r.stderr.strip().splitlines()
+    assert line == f"agentboost train: error: run directory {ro / 'run'} cannot be written: Read-only file system " \
+                   f"({ro / 'run'})"
+
+
+@needs_mounts
+@pytest.mark.slow
+def test_a_full_disk_fails_the_run_by_name_and_keeps_the_last_checkpoint(tmp_path, smollm2_path):
+    with tmpfs(tmp_path / "disk", "size=300m") as disk:
+        cfg = load_config(SMOKE, ["run.steps=3", "run.checkpoint_every=1", *SMALL])
+        trainer = loop.Trainer(cfg, disk / "run", log=lambda m: None)
+
+        def fill(t, metrics):  # after step 1 and its checkpoint, the disk fills up
+            if t.step == 1:
+                with open(disk / "filler", "wb") as f:
+                    try:
+                        while True:
+                            f.write(b"\0" * (1 << 20))
+                            f.flush()
+                    except OSError:
+                        pass
+
+        with pytest.raises(health.RunWriteFailed, match="No space left on device; the last intact checkpoint "
+                                                        "step_000001 is kept"):
+            trainer.run(after_step=fill)
+        ckpts = disk / "run" / "checkpoints"
+        assert (ckpts / "latest").read_text().strip() == "step_000001"
+        assert verify_checkpoint(ckpts / "step_000001") is None
+        assert sorted(p.name for p in ckpts.iterdir()) == ["latest", "step_000001"]  # nothing half-written
+        assert not (disk / "run" / "result.json").exists()
+
+
+@pytest.mark.slow
+def test_sigterm_mid_step_stops_within_the_grace(tmp_path, smollm2_path):
+    # a step far longer than the grace (many long episodes): SIGTERM must not wait for it
+    import signal
+    import sys
+    import time
+
+    run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
+    proc = subprocess.Popen([sys.executable, "-m", "agentboost.cli", "train", SMOKE, *SMALL[:-1],
+                             "reward.name=helpers:length_reward", "data.tasks_per_step=8", "data.group_size=8",
+                             "sampling.max_new_tokens=512", "run.stop_grace_s=3", "validation.at_start=false",
+                             "--run-dir", str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in proc.stdout:  # the handler is installed right after this line
+            if line.startswith("run directory:"):
+                break
+        time.sleep(3)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        took = time.monotonic() - t0
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err[-3000:]
+    assert took < 3 + 30, took  # the grace, then the pool's shutdown
+    assert err.strip().splitlines()[-1].startswith("agentboost train: stopped: stopped by SIGTERM: step 1 did not "
+                                                   "finish within run.stop_grace_s=3 s and was abandoned")
+    assert "Traceback" not in err and not (run / "result.json").exists()
