@@ -43,6 +43,10 @@ class HelperError(Exception):
     """The function raised in the helper (its type and message), or the helper ended."""
 
 
+class _HelperEnded(HelperError):
+    """The helper was gone before it answered (killed with the thread that started it, or crashed)."""
+
+
 class _Helper:
     def __init__(self, preload: tuple[str, ...]):
         env = dict(os.environ)
@@ -72,14 +76,18 @@ class _Helper:
         return line
 
     def call(self, target: str, args: list, limit_s: float) -> Any:
-        self.proc.stdin.write(json.dumps({"target": target, "args": args, "limit_s": limit_s}).encode() + b"\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(json.dumps({"target": target, "args": args, "limit_s": limit_s}).encode() + b"\n")
+            self.proc.stdin.flush()
+        except OSError:
+            self.kill()
+            raise _HelperEnded("the helper process had ended") from None
         line = self._line(time.monotonic() + limit_s + _KILL_AFTER_S)
         if line is None:
             ended = self.proc.poll() is not None
             self.kill()
             if ended:
-                raise HelperError("the helper process ended during the call")
+                raise _HelperEnded("the helper process ended during the call")
             raise Overrun(f"did not finish within {limit_s:g} s")
         reply = json.loads(line)
         if reply.get("overrun"):
@@ -111,22 +119,36 @@ def call(target: str, args: list, limit_s: float, preload: tuple[str, ...] = ())
     process, ending within ``limit_s`` seconds of the request or raising ``Overrun``. ``preload``:
     modules a new helper imports before it serves (their import is not part of the limit). Any
     thread may call; each concurrent call has a helper of its own."""
-    with _lock:
-        idle = _idle.setdefault(preload, [])
-        helper = idle.pop() if idle else None
-    if helper is None:
-        helper = _Helper(preload)
-    try:
-        value = helper.call(target, args, limit_s)
-    except Overrun:
-        if helper.proc.poll() is None and not helper.killed:
-            _keep(preload, helper)  # stopped by its own alarm: still good
-        raise
-    except (HelperError, OSError, ValueError):
-        helper.kill()
-        raise
-    _keep(preload, helper)
-    return value
+    for attempt in (1, 2):
+        helper = None
+        with _lock:
+            idle = _idle.setdefault(preload, [])
+            while idle and helper is None:
+                helper = idle.pop()
+                if helper.proc.poll() is not None:  # ended while idle (its starting thread ended: see serve)
+                    helper.kill()
+                    helper = None
+        if helper is None:
+            helper = _Helper(preload)
+        try:
+            value = helper.call(target, args, limit_s)
+        except Overrun:
+            if helper.proc.poll() is None and not helper.killed:
+                _keep(preload, helper)  # stopped by its own alarm: still good
+            raise
+        except _HelperEnded:
+            if attempt == 2:  # twice: the function itself ends its process (a crash of the library)
+                raise
+            continue  # once: the helper may have died with the thread that started it
+        except HelperError:
+            _keep(preload, helper)  # the function's own error: the helper is fine
+            raise
+        except (OSError, ValueError):
+            helper.kill()
+            raise
+        _keep(preload, helper)
+        return value
+    raise AssertionError("unreachable")
 
 
 def _keep(preload: tuple[str, ...], helper: _Helper) -> None:
@@ -173,6 +195,15 @@ def serve() -> None:
     from ..imports import import_object
 
     resource.setrlimit(resource.RLIMIT_AS, (HELPER_MEMORY_BYTES, HELPER_MEMORY_BYTES))
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        # killed with the caller: a computation the alarm cannot stop must not outlive a killed trainer.
+        # (Linux ties this to the thread that started the helper: a helper left idle by a thread that
+        # ended is found dead, and replaced, at its next call.)
+        ctypes.CDLL(None).prctl(1, ctypes.c_ulong(signal.SIGKILL))  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:
+            return  # the caller is already gone
     for name in sys.argv[1:]:
         importlib.import_module(name)
     signal.signal(signal.SIGALRM, _on_alarm)

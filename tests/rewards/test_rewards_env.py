@@ -203,3 +203,20 @@ def test_a_function_that_is_no_reward_is_refused_by_name():
             continue
         with pytest.raises(UnknownRewardError, match=f"reward '{name}' " + why.replace("(", r"\(").replace(")", r"\)")):
             get_reward(name)
+
+
+def test_bounded_helpers_die_with_their_caller_and_are_replaced():
+    # a helper is killed when the thread that started it ends (so no computation outlives a killed
+    # trainer); the next call finds it dead and starts another; a function's own error keeps it
+    import threading
+
+    from agentboost.rewards import bounded
+
+    target = "agentboost.rewards.registry:numbers_equal"
+    t = threading.Thread(target=lambda: bounded.call(target, ["42", "42.0"], 5.0))
+    t.start()
+    t.join()
+    assert bounded.call(target, ["42", "42.0"], 5.0) is True
+    with pytest.raises(bounded.HelperError, match="InvalidOperation"):
+        bounded.call(target, ["42", "x"], 5.0)
+    assert bounded.call(target, ["42", "43"], 5.0) is False
