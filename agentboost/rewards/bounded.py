@@ -57,20 +57,25 @@ class _Helper:
             start_new_session=True)
         self._buf = b""
         self.killed = False
-        ready = self._line(time.monotonic() + _START_S)
+        try:
+            ready = self._line(time.monotonic() + _START_S)
+        except _HelperEnded:
+            ready = None
         if ready is None or json.loads(ready).get("ready") is not True:
             self.kill()
             raise HelperError(f"the helper process did not start (preloading {', '.join(preload)})")
 
     def _line(self, deadline: float) -> bytes | None:
+        """The next line of its output; None at ``deadline``; ``_HelperEnded`` at the end of it."""
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
                 return None
             chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return None
+            if not chunk:  # (it may not be waitable yet: its files close before it exits)
+                self.kill()
+                raise _HelperEnded("the helper process ended during the call")
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         return line
@@ -84,10 +89,7 @@ class _Helper:
             raise _HelperEnded("the helper process had ended") from None
         line = self._line(time.monotonic() + limit_s + _KILL_AFTER_S)
         if line is None:
-            ended = self.proc.poll() is not None
             self.kill()
-            if ended:
-                raise _HelperEnded("the helper process ended during the call")
             raise Overrun(f"did not finish within {limit_s:g} s")
         reply = json.loads(line)
         if reply.get("overrun"):
