@@ -220,3 +220,14 @@ def test_bounded_helpers_die_with_their_caller_and_are_replaced():
     with pytest.raises(bounded.HelperError, match="InvalidOperation"):
         bounded.call(target, ["42", "x"], 5.0)
     assert bounded.call(target, ["42", "43"], 5.0) is False
+
+
+def test_reports_never_compute_with_a_reward_that_is_no_number():
+    # scoring no longer gives one, but an episode file written before may hold NaN or infinity
+    from agentboost.episodes.summary import summarize
+    from agentboost.evaluation.evaluate import describe
+
+    eps = [Episode(episode_id=str(i), task_id="t", group_id="g", reward=r)
+           for i, r in enumerate([float("nan"), 1.0, float("inf"), 0.0])]
+    assert summarize(eps)["reward_mean"] == 0.5 and summarize(eps)["rewards"] == [1.0, 0.0]
+    assert describe(eps, "policy").mean_reward == 0.5
