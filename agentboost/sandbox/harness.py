@@ -877,6 +877,11 @@ def _problem_process(channel, preamble: dict | None) -> None:
     (its wall limit; a script's program ends when the harness ends it, after its check) and reports
     the test's pid, then its exit status. It holds the zygote's image, its own solution and each
     test's index, kind and directory: never a test's input, output or check."""
+    # rehearse while it waits (it was forked ahead, during the previous problem): its first compile and
+    # file read would otherwise pay the copy-on-write faults of those paths on the problem's time
+    compile("x = 1\n", "<rehearsal>", "exec", dont_inherit=True)
+    with open("/proc/self/stat") as f:
+        f.read()
     data, _ = _recv(channel, 1 << 16)
     if not data:
         return
@@ -899,9 +904,13 @@ def _problem_process(channel, preamble: dict | None) -> None:
             os.setpgid(pid, pid)
         except OSError:
             pass  # the child has set it, or is gone
-        _send(channel, b"pid %d" % pid)
-        status, timed_out = _wait(pid, None if req["kind"] == "script" else cfg["wall_s"])
-        _send(channel, b"done %d %d %.9f" % (status, timed_out, time.perf_counter() - t0))
+        script = req["kind"] == "script"
+        if script:  # the harness ends a script's program when its check ends
+            _send(channel, b"pid %d" % pid)
+        status, timed_out = _wait(pid, None if script else cfg["wall_s"])
+        elapsed = time.perf_counter() - t0
+        _kill_group(pid)  # what the test left in its process group
+        _send(channel, b"done %d %d %.9f" % (status, timed_out, elapsed))
 
 
 class _Problem:
@@ -922,10 +931,10 @@ class _Problem:
     def load(self, cfg: dict) -> None:
         _send(self.channel, marshal.dumps(cfg))
 
-    def start(self, req: dict, fds: list) -> int:
-        """Have it fork the test; the test's pid."""
+    def start(self, req: dict, fds: list) -> int | None:
+        """Have it fork the test; a script test's pid (its program, which the harness ends)."""
         _send(self.channel, marshal.dumps(req), tuple(fds))
-        return int(self._reply(b"pid")[0])
+        return int(self._reply(b"pid")[0]) if req["kind"] == "script" else None
 
     def ready(self) -> bool:
         return bool(select.select([self.channel], [], [], 0)[0])
@@ -1018,6 +1027,8 @@ def main() -> None:
             if message is None:
                 return
             check_fds = (_scratch_fd(), _scratch_fd())
+            import symtable  # noqa: F401  (check_needs reads the check with it: imported once, here, not per check)
+
             kpid = os.fork()
             if kpid == 0:
                 _checker_child(message["code"], cfg, solution["path"], check_fds, (calls_w, answers_r), workdir)
@@ -1038,7 +1049,6 @@ def main() -> None:
             elapsed = time.perf_counter() - t0
         else:
             status, timed_out, elapsed = problem.done()
-        _kill_group(pid)
         if cfg.get("sweep") == "namespace":
             _sweep_namespace(zygote_pid)
         elif cfg.get("sweep") is not None:
