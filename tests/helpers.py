@@ -301,6 +301,11 @@ def broken_reward(task, episode):
     raise RuntimeError("this reward is broken")
 
 
+def nan_reward(task, episode):
+    """A reward whose every value is NaN (``reward.name=helpers:nan_reward``): every episode errors."""
+    return float("nan")
+
+
 def vllm_python_or_skip() -> str:
     """The vLLM engine's interpreter (.venv-vllm, ``bash setup.sh --vllm``). Without it the test
     skips, and fails instead under CI=true: CI installs the engine, so its absence there is a

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..episodes.record import Episode, Status
 from ..errors import InputError
-from ..rewards.registry import as_result, get_reward
+from ..rewards.registry import RewardValueError, as_result, check_reward_value, declared_range, get_reward
 from ..rewards.shaping import ShapingConfig, shaping_terms
 
 JUDGE = "judge"  # reward.name of the judge reward (agentboost.rewards.judge): a chat model and a rubric
@@ -99,13 +99,13 @@ class StrandsEnv:
             if self.reward == JUDGE:
                 from ..rewards.judge import judge_episode
 
-                result = judge_episode(self._judge(), task, episode)
+                result = as_result(judge_episode(self._judge(), task, episode), (0.0, 1.0))
             else:
-                result = as_result(get_reward(self.reward)(task, episode))
+                fn = get_reward(self.reward)
+                result = as_result(fn(task, episode), declared_range(fn))
+            self._apply(episode, result)
         except Exception as e:  # the user's reward: recorded on the episode, never lost
             self._reward_failed(episode, e)
-            return
-        self._apply(episode, result)
 
     @property
     def scores_groups(self) -> bool:
@@ -128,7 +128,10 @@ class StrandsEnv:
                     self._reward_failed(ep, e)
                 continue
             for ep, result in zip(members, results):
-                self._apply(ep, result)
+                try:
+                    self._apply(ep, as_result(result, (0.0, 1.0)))
+                except RewardValueError as e:
+                    self._reward_failed(ep, e)
 
     def _judge(self):
         from ..rewards.judge import judge_config
@@ -142,7 +145,11 @@ class StrandsEnv:
 
         # a judge's service that is down says nothing of the episode: aborted, not an error
         episode.status = Status.ABORTED if is_outage(e) else Status.ERROR
-        episode.error = f"reward {self.reward!r} raised {type(e).__name__}: {e}"
+        episode.reward = None  # nothing of a failed scoring is kept as a reward
+        if isinstance(e, RewardValueError):
+            episode.error = f"reward {self.reward!r} gave an invalid reward: {e}"
+        else:
+            episode.error = f"reward {self.reward!r} raised {type(e).__name__}: {e}"
 
     def _apply(self, episode: Episode, result) -> None:
         components = dict(result.components) or {"outcome": result.score}
@@ -151,6 +158,8 @@ class StrandsEnv:
             for name, value in shaping_terms(self.shaping, episode).items():
                 components[name] = value
                 total += value
-        episode.reward = total
+        for name, value in components.items():
+            check_reward_value(value, f"its component {name!r}")
+        episode.reward = check_reward_value(total, "the total of the reward and its shaping terms")
         episode.reward_components = components
         episode.reward_metadata = dict(result.metadata)

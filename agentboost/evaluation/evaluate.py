@@ -17,7 +17,7 @@ import numpy as np
 
 from ..agents.http_agent import HttpAgentSpec
 from ..episodes.record import Episode, EpisodeWriter
-from ..episodes.summary import reasoning_metrics, success_ci95, tool_use_metrics
+from ..episodes.summary import finite_rewards, reasoning_metrics, success_ci95, tool_use_metrics
 from ..models.chat import chat_model_spec, is_chat_model_spec
 from ..rewards.groups import apply_group_policy
 from ..rollout.pool import StrandsProcessPool, collect
@@ -51,7 +51,7 @@ def describe(episodes: list[Episode], label: str) -> PolicyReport:
     per_task: dict[str, list[float]] = {}
     for ep in episodes:
         per_task.setdefault(ep.task_id, []).append(float(ep.succeeded))
-    rewards = [ep.reward for ep in episodes if ep.reward is not None]
+    rewards = finite_rewards(episodes)
     p = float(np.mean([ep.succeeded for ep in episodes])) if episodes else None  # every one aborted
     tools = {**tool_use_metrics(episodes), **reasoning_metrics(episodes)}
     return PolicyReport(label=label, success_rate=p, mean_reward=float(np.mean(rewards)) if rewards else None,

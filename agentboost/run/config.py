@@ -577,6 +577,8 @@ def shaping_config(values: dict[str, Any], where: str = "config"):
         raise ConfigError(f"{where}: reward.shaping: {e}") from None
 
 
+MAX_NEW_TOKENS = 1_000_000  # more tokens than any model's context holds
+
 # Documented bounds of the numeric keys: (low, high, low inclusive, high inclusive); None is open.
 # Every float key must also be finite (nan and inf are refused for all of them).
 BOUNDS: dict[str, tuple[float | None, float | None, bool, bool]] = {
@@ -586,17 +588,19 @@ BOUNDS: dict[str, tuple[float | None, float | None, bool, bool]] = {
     "data.group_size": (1, 1024, True, True),
     "data.tasks_per_step": (1, 100_000, True, True),
     "agent.max_model_calls": (1, None, True, False),
-    "agent.max_response_tokens": (1, None, True, False),
+    "agent.max_response_tokens": (1, MAX_NEW_TOKENS, True, True),
     "agent.timeout_s": (0, None, False, False),
     "agent.max_request_bytes": (1024, None, True, False),
     "sampling.temperature": (0, 10, False, True),
     "sampling.top_p": (0, 1, False, True),
+    # tokens a call may sample: no model's context is longer than MAX_NEW_TOKENS (1e9 was accepted)
+    "sampling.max_new_tokens": (1, MAX_NEW_TOKENS, True, True),
     "validation.every": (0, None, True, False),
     "validation.max_tasks": (1, None, True, False),
     "validation.k": (1, 1024, True, True),
     "validation.temperature": (0, 10, True, True),
     "validation.top_p": (0, 1, False, True),
-    "validation.max_new_tokens": (1, None, True, False),
+    "validation.max_new_tokens": (1, MAX_NEW_TOKENS, True, True),
     "warm_start.demonstrations": (0, None, True, False),
     "warm_start.epochs": (1, None, True, False),
     "warm_start.lr": (0, 1, False, True),

@@ -21,6 +21,7 @@ from ..run.config import TrainConfig
 from ..sampling.protocol import Sampler, SamplingParams
 
 ARMS = ("baseline", "experiment")  # an A/B test's two arms
+FEEDBACK_BOUND = 1e6  # a posted reward's magnitude (serve's feedback), where the arm's reward declares no range
 
 
 @dataclass
