@@ -32,7 +32,7 @@ from agentboost.tasks import load_tasks
 QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart"
 SYSTEM = ("You are a helpful assistant with a calculator tool. Solve the problem and end with the final answer "
           "as a number.")
-LAYOUT = {32: (1, 32), 64: (1, 64), 128: (2, 64)}  # in flight -> (workers, slots)
+LAYOUT = {8: (1, 8), 32: (1, 32), 64: (1, 64), 128: (2, 64), 256: (2, 128), 512: (4, 128)}  # in flight -> (workers, slots)
 
 
 def pct(xs: list[float], q: int) -> float:
