@@ -1,13 +1,18 @@
 """Every extension point of agentboost, typed, in one place: what you implement, and how a run finds it.
 
-| you bring | its type | how a run uses it |
-|---|---|---|
-| a reward | ``RewardFunction``: ``reward(task, episode) -> RewardResult | float`` | ``reward.name: module:function``, or ``register_reward(name)`` and the name |
-| an agent | ``AgentFactory``: ``factory(model=, tools=, system_prompt=) -> strands.Agent`` | ``agent.factory: module:function`` (else a plain Strands ``Agent``) |
-| an environment's conversation | ``ConversationFactory`` -> ``Conversation`` (a user simulator) | ``env.conversation: module:function``, ``env.conversation_options`` |
-| a tool-call format | ``ToolCallParser`` (text -> ``ParsedOutput``), ``ToolCallFormatter``, ``ToolCallIdMaker`` | ``register_tool_parser(name, parser, formatter, ...)``, then ``agent.tool_parser: name`` |
-| a reasoning format | ``ReasoningFormat`` (a family's markers) | ``register_reasoning_format(fmt)``, then ``agent.reasoning: name`` |
-| a sampler | ``Sampler``: ``await sample(prompt_ids, SamplingParams) -> SampleResult`` | the trainable model takes any; workers build theirs from a ``SamplerSpec`` |
+- a reward: ``RewardFunction``, ``reward(task, episode) -> RewardResult | float``; a run names it
+  in ``reward.name: module:function``, or ``register_reward(name)`` registers it by name;
+- an agent: ``AgentFactory``, ``factory(model=, tools=, system_prompt=) -> strands.Agent``;
+  ``agent.factory: module:function`` (else a plain Strands ``Agent``);
+- an environment's conversation (a user simulator): ``ConversationFactory`` -> ``Conversation``;
+  ``env.conversation: module:function``, its options ``env.conversation_options``;
+- a tool-call format: ``ToolCallParser`` (text -> ``ParsedOutput``), ``ToolCallFormatter``,
+  ``ToolCallIdMaker``; ``register_tool_parser(name, parser, formatter, ...)``, then
+  ``agent.tool_parser: name``;
+- a reasoning format: ``ReasoningFormat`` (a family's markers); ``register_reasoning_format(fmt)``,
+  then ``agent.reasoning: name``;
+- a sampler: ``Sampler``, ``await sample(prompt_ids, SamplingParams) -> SampleResult``; the
+  trainable model takes any, and workers build theirs from a ``SamplerSpec``.
 
 Nothing has to subclass these: they are the signatures agentboost calls, so a type checker verifies a
 user's function (``fn: RewardFunction = my_reward``) and ``isinstance`` checks the protocols. Each is

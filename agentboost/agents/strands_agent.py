@@ -14,8 +14,8 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from ..errors import InputError
 from ..imports import ImportPathError, import_object
+from ..schema import ConfigError, check
 from .options import AgentOptions, StrandsFields, fields_of
-from .tool_parsers import AUTO, registered_tool_parsers
 
 
 @runtime_checkable
@@ -113,23 +113,13 @@ class StrandsAgentSpec(AgentOptions, StrandsFields):
 
 
 def check_model_options(spec: Any) -> None:
-    """The trainable model's options a spec carries (limits, timeout, tool parser, reasoning), for
-    an agent built here and for one behind the gateway (``agents/http_agent.py``) alike."""
-    for name in ("max_model_calls", "max_response_tokens"):
-        if getattr(spec, name) < 1:
-            raise AgentSpecError(f"{name} must be >= 1, got {getattr(spec, name)}")
-    if spec.timeout_s <= 0:
-        raise AgentSpecError(f"timeout_s must be > 0, got {spec.timeout_s}")
-    if spec.tool_parser != AUTO and spec.tool_parser not in registered_tool_parsers():
-        raise AgentSpecError(f"tool_parser: unknown {spec.tool_parser!r}; expected {AUTO} or one of "
-                             f"{', '.join(registered_tool_parsers())}")
-    if str(spec.reasoning).strip().lower() != "auto":
-        from ..reasoning import ReasoningFormatError, get_reasoning_format
-
-        try:
-            get_reasoning_format(str(spec.reasoning))
-        except ReasoningFormatError as e:
-            raise AgentSpecError(f"reasoning: {e}") from None
+    """The trainable model's options a spec carries (limits, timeout, tool parser, reasoning) against
+    their fields' bounds and choices (``agents/options.py``): the very check the configuration's agent
+    section gets, for an agent built here and one behind the gateway (``agents/http_agent.py``) alike."""
+    try:
+        check(spec, "agent")
+    except ConfigError as e:
+        raise AgentSpecError(str(e)) from None
 
 
 ROLES = ("user", "assistant")

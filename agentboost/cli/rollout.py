@@ -69,10 +69,11 @@ def add_rollout(sub) -> None:
                  'JSON passed to the chat template, e.g. \'{"enable_thinking": false}\''),
                 ("--reasoning", str, "the policy's reasoning markers: auto (from the chat template), none, or a "
                                      "format or family name (think, qwen3, deepseek_r1, ...); tool calls, the final "
-                                     f"answer and the reward read the content after the reasoning {agent_default('reasoning')}"),
+                                     "answer and the reward read the content after the reasoning "
+                                     + agent_default("reasoning")),
                 ("--tool-parser", str, "the policy's tool-call format: auto (from the chat template; hermes where it "
                                        "shows no other family) or hermes, qwen3_xml, llama3_json, mistral, glm45, "
-                                       f"kimi_k2; --demonstrations write their calls in it {agent_default('tool_parser')}"))
+                                       "kimi_k2; --demonstrations write their calls in it " + agent_default("tool_parser")))
 
 
 def rollout_agent(args):
@@ -80,7 +81,7 @@ def rollout_agent(args):
     defaults every path shares), the given flags applied to it as its keys. With ``--config``, also
     the configuration (for its reward and environment)."""
     from ..agents.config import AgentConfig
-    from ..schema import apply, check
+    from ..schema import apply
 
     cfg = None
     if args.config:
@@ -98,11 +99,11 @@ def rollout_agent(args):
                              "--agent-factory, --prompt-policy and --demonstrations describe one agentboost builds")
         given.update(kind="http", command=args.agent_command or "", entry_point=args.agent_entry_point or "",
                      tools=[], system_prompt=None)
-    apply(section, given, "rollout", "agent.")
-    check(section, "rollout", "agent.")
+    apply(section, given, "rollout", "agent.")  # types here; bounds and choices when the spec validates
     if args.prompt_policy:
         if args.system_prompt is not None:
-            raise UsageError("--prompt-policy brings its own system prompt; give one of --prompt-policy and --system-prompt")
+            raise UsageError("--prompt-policy brings its own system prompt; give one of --prompt-policy and "
+                             "--system-prompt")
         section.prompt_policy = args.prompt_policy
     if cfg is None:
         from ..run.config import TrainConfig

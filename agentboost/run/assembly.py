@@ -198,7 +198,8 @@ def sampler_spec(server, engine_name: str, tokenizer: str, params: SamplingParam
                  template_kwargs: dict[str, Any] | None = None) -> SamplerSpec:
     """Workers' way to a policy server: its URL, and on vLLM the file naming the weights version
     every request samples."""
-    return SamplerSpec(tokenizer=tokenizer, sampling=params, url=server.url, template_kwargs=dict(template_kwargs or {}),
+    return SamplerSpec(tokenizer=tokenizer, sampling=params, url=server.url,
+                       template_kwargs=dict(template_kwargs or {}),
                        policy_file=str(server.policy_file) if engine_name == "vllm" else None)
 
 

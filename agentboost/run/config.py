@@ -180,7 +180,7 @@ class AlgorithmConfig:
 class PromptConfig:
     """The prompt policy (algorithm.policy: prompt): candidates and the held-out gate.
 
-    Candidates come from each step's groups (``trainer/prompt/loop.py``); a paired test on held-out
+    Candidates come from each step's groups (``trainer/prompt/candidates.py``); a paired test on held-out
     tasks keeps only a significant improvement."""
     demonstrations: bool = option(True, help="tier (a): the step's highest-advantage successful episodes become "
                                              "demonstration turns")
@@ -198,8 +198,8 @@ class PromptConfig:
                                               "system prompt in turn; []: none")
     optimizer: str = option("", help="tier (c): module:function(contrast, **optimizer_options) -> an instruction "
                                      "(text) or None, given high- and low-advantage episodes of a step "
-                                     "(trainer.prompt.loop.Contrast); \"\": none. "
-                                     "agentboost.trainer.prompt.loop:strands_optimizer asks any chat model "
+                                     "(trainer.prompt.candidates.Contrast); \"\": none. "
+                                     "agentboost.trainer.prompt.candidates:strands_optimizer asks any chat model "
                                      "(models/chat.py)")
     optimizer_options: dict[str, Any] = option(default_factory=dict,
                                                help="the optimizer's keyword arguments, e.g. {provider: anthropic, "

@@ -18,30 +18,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..episodes.passk import pass_at_k
 from ..episodes.record import STATUSES, Episode, EpisodeWriter
 from ..episodes.summary import (
     reasoning_metrics,
     split_metrics,
-    success_ci95,
     tool_use_metrics,
 )
 from ..rewards.groups import apply_group_policy
 from ..rewards.judge import judge_metrics
-from ..run import health
-from ..run.assembly import (
-    agent_spec,
-    environment,
-    policy_pool,
-    run_episodes,
-    sampler_spec,
-    sampling,
-    start_policy,
-)
+from ..run import assembly, health
 from ..run.checkpoint import best_checkpoint, load_latest_intact, save_checkpoint, write_best
 from ..run.config import TrainConfig
 from ..run.lifecycle import RunLifecycle
-from ..run.metrics import figure_text, rate_text, validation_figure, validation_sample
+from ..run.metrics import figure_text, rate_text, validation_figure, validation_metrics, validation_summary
 from ..tasks import load_tasks
 from . import batch as batching
 from . import loss as losses
@@ -110,7 +99,7 @@ class Trainer(RunLifecycle):
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm > 0 else 1.0)
         # vllm: a server subprocess samples, the weights reach it after every update
-        self.engine_name, self.policy_server = start_policy(
+        self.engine_name, self.policy_server = assembly.start_policy(
             cfg, self.model_path, model=model, tokenizer=self.tokenizer,
             lora_rank=cfg.model.lora_r if cfg.model.lora else 0, full_weight_sync=not cfg.model.lora,
             workdir=self.run_dir / "vllm")
@@ -120,11 +109,15 @@ class Trainer(RunLifecycle):
                      f"(log {self.policy_server.server.log_path})")
         # the in-process hf engine, whose batching figures the step's metrics report; None on vLLM
         self.hf_engine = self.policy_server.engine if self.engine_name == "hf" else None
-        spec, env = agent_spec(cfg), environment(cfg)
-        server, name = self.policy_server, self.engine_name
-        self.pool = policy_pool(cfg, spec, sampler_spec(server, name, self.model_path, sampling(cfg, "train")), env)
-        self.val_pool = (policy_pool(cfg, spec, sampler_spec(server, name, self.model_path, sampling(cfg, "validation")),
-                                     env, workers=1) if self.val_tasks else None)
+        spec, env = assembly.agent_spec(cfg), assembly.environment(cfg)
+
+        def sampler(kind: str):
+            return assembly.sampler_spec(self.policy_server, self.engine_name, self.model_path,
+                                         assembly.sampling(cfg, kind))
+
+        self.pool = assembly.policy_pool(cfg, spec, sampler("train"), env)
+        self.val_pool = (assembly.policy_pool(cfg, spec, sampler("validation"), env, workers=1)
+                         if self.val_tasks else None)
 
     def release(self) -> None:
         for p in (self.pool, self.val_pool):
@@ -173,8 +166,8 @@ class Trainer(RunLifecycle):
         from .warm_start import run_warm_start
 
         with self.policy_server.weights_lock:  # the hf engine samples from this very model
-            res = run_warm_start(self.cfg, self.model, self.tokenizer, agent_spec(self.cfg), environment(self.cfg),
-                                 self.model_path, self.run_dir, log=self.log)
+            res = run_warm_start(self.cfg, self.model, self.tokenizer, assembly.agent_spec(self.cfg),
+                                 assembly.environment(self.cfg), self.model_path, self.run_dir, log=self.log)
         self.warm_started = True
         self.metrics.log_event({"event": "warm_start", "step": 0, **res})
         if self.engine_name == "vllm":  # the vLLM server samples the warm-started weights from the first step
@@ -195,7 +188,7 @@ class Trainer(RunLifecycle):
         t_step = time.perf_counter()
         engine_before = dataclasses.replace(self.hf_engine.stats) if self.hf_engine is not None else None
         tasks = self.stream.next_batch()
-        episodes = run_episodes(self.pool, tasks, cfg.data.group_size, f"step {self.step + 1} rollouts")
+        episodes = assembly.run_episodes(self.pool, tasks, cfg.data.group_size, f"step {self.step + 1} rollouts")
         t_roll = time.perf_counter() - t_step
         kept, groups = apply_group_policy(episodes, cfg.reward.group_policy, group_size=cfg.data.group_size,
                                           failed_reward=cfg.reward.failed_reward)
@@ -333,32 +326,16 @@ class Trainer(RunLifecycle):
 
     def validate(self) -> dict[str, Any]:
         k = self.cfg.validation.k
-        episodes = run_episodes(self.val_pool, self.val_tasks, k, "validation")
+        episodes = assembly.run_episodes(self.val_pool, self.val_tasks, k, "validation")
         apply_group_policy(episodes, "keep", failed_reward=self.cfg.reward.failed_reward)
         self._last_validation = episodes  # the final one is compare_to_base's trained side
         with EpisodeWriter(self.run_dir / "episodes" / f"val_step_{self.step:06d}.jsonl") as w:
             for ep in episodes:
                 w.write(ep)
-        aborted = sum(ep.aborted for ep in episodes)
-        episodes = [ep for ep in episodes if not ep.aborted]  # an outage is no outcome (counted, left out)
-        by_task: dict[str, list[Episode]] = {}
-        for ep in episodes:
-            by_task.setdefault(ep.task_id, []).append(ep)
-        p1 = [pass_at_k(len(eps), sum(e.succeeded for e in eps), 1) for eps in by_task.values()]
-        pk = [pass_at_k(len(eps), sum(e.succeeded for e in eps), k) for eps in by_task.values()]
-        rewards = [ep.reward for ep in episodes if ep.reward is not None]
-        m = {"step": self.step, "val_reward_mean": float(np.mean(rewards)) if rewards else None,
-             "val_pass@1": float(np.mean(p1)) if p1 else None, f"val_pass@{k}": float(np.mean(pk)) if pk else None,
-             **validation_sample(self.cfg, len(by_task), len(episodes), aborted),
-             **{f"val_{name}": v for name, v in tool_use_metrics(episodes).items()},
-             "val_success_ci95": success_ci95(episodes),
-             **{f"val_{name}": v for name, v in reasoning_metrics(episodes).items()},
-             **{f"val_{name}": v for name, v in split_metrics(episodes).items()}}
+        m = validation_metrics(self.cfg, self.step, episodes)
         self.metrics.log_validation(m)
         self._pick_best(m)
-        self.validations.append({"step": self.step, "pass@1": m["val_pass@1"],
-                                 "tool_call_rate": m["val_tool_call_rate"], "episodes": len(episodes),
-                                 "figure": figure_text(validation_figure(m))})
+        self.validations.append(validation_summary(m))
         self.log(f"validation at step {self.step}: {figure_text(validation_figure(m))}; reward "
                  f"{rate_text(m['val_reward_mean'])}  pass@{k} {rate_text(m[f'val_pass@{k}'])}  "
                  f"tools {m['val_tool_call_rate']:.2f}")

@@ -24,7 +24,8 @@ POLICY = {"weights": [], "prompt": ["algorithm.policy=prompt", "prompt.demonstra
 
 
 def start(run, overrides):
-    env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
+    # unbuffered: the test reads the step lines as they are printed
+    env = {**os.environ, "PYTHONPATH": str(REPO / "tests"), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "agentboost.cli", "train", SMOKE, *overrides, "--run-dir", str(run)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     return proc

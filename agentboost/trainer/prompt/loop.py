@@ -30,16 +30,13 @@ import dataclasses
 import json
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ...agents.strands_agent import AgentSpecError, check_history
-from ...episodes.passk import pass_at_k
 from ...episodes.record import STATUSES, Episode, EpisodeWriter
-from ...episodes.summary import success_ci95, tool_use_metrics
+from ...episodes.summary import tool_use_metrics
 from ...errors import InputError
 from ...evaluation.evaluate import describe
 from ...evaluation.statistics import paired_comparison
@@ -48,140 +45,25 @@ from ...imports import ImportPathError, import_object
 from ...models.chat import chat_model_spec
 from ...rewards.groups import apply_group_policy
 from ...rollout.pool import StrandsProcessPool
-from ...run import health
-from ...run.assembly import (
-    agent_spec,
-    chat_sampler_spec,
-    environment,
-    policy_pool,
-    run_episodes,
-    sampler_spec,
-    sampling,
-    start_policy,
-)
+from ...run import assembly, health
 from ...run.checkpoint import newest_intact, write_manifest
 from ...run.config import ConfigError, TrainConfig
 from ...run.lifecycle import RunLifecycle
-from ...run.metrics import figure_text, validation_figure, validation_sample
+from ...run.metrics import validation_metrics, validation_summary
 from ...run.prompt_policy import FILE_NAME, Demonstration, PromptPolicy
 from ...sampling.protocol import SamplingParams
 from ...sampling.spec import SamplerSpec
 from ...tasks import load_tasks
 from .. import loss as losses
+from .candidates import (  # noqa: F401 (a config's prompt.optimizer may name it by its 0.2 path, this module)
+    PromptTrainingError,
+    contrast,
+    demonstration_from_episode,
+    policy_demonstrations,
+    strands_optimizer,
+)
 
 
-class PromptTrainingError(InputError):
-    pass
-
-
-# -- candidates ----------------------------------------------------------------------------------
-def demonstration_from_episode(ep: Episode, source: str, step: int, advantage: float | None = None) -> Demonstration | None:
-    """The episode's turns as a demonstration (role and content only: no usage figures or ids of
-    the run), or None where they are not a whole exchange (a failed or cut-off episode)."""
-    messages = [{"role": m["role"], "content": m["content"]} for m in ep.messages if isinstance(m, dict)]
-    try:
-        check_history(messages)
-    except AgentSpecError:
-        return None
-    if not messages:
-        return None
-    return Demonstration(task_id=ep.task_id, messages=messages, source=source, reward=ep.reward,
-                         advantage=advantage, episode_id=ep.episode_id, step=step)
-
-
-def policy_demonstrations(episodes: list[Episode], advantages: dict[str, float], n: int, step: int,
-                          exclude: set[str]) -> list[Demonstration]:
-    """The ``n`` highest-advantage successful episodes of the step, one per task, none of a task in
-    ``exclude``; only positive advantages (better than its group)."""
-    ranked = sorted((ep for ep in episodes if ep.succeeded and advantages.get(ep.episode_id, 0.0) > 0),
-                    key=lambda ep: -advantages[ep.episode_id])
-    out, seen = [], set(exclude)
-    for ep in ranked:
-        if ep.task_id in seen:
-            continue
-        demo = demonstration_from_episode(ep, "policy", step, advantages[ep.episode_id])
-        if demo is not None:
-            out.append(demo)
-            seen.add(ep.task_id)
-        if len(out) == n:
-            break
-    return out
-
-
-@dataclass
-class Contrast:
-    """What a reflective optimizer reads: the current prompt and the step's best and worst
-    episodes (each: task_id, question, transcript, reward, advantage)."""
-    system_prompt: str
-    instructions: list[str]
-    high: list[dict[str, Any]]
-    low: list[dict[str, Any]]
-
-
-def transcript(ep: Episode) -> str:
-    lines = []
-    for m in ep.messages:
-        for b in m.get("content") or []:
-            if "text" in b:
-                lines.append(f"{m['role']}: {b['text']}")
-            elif "toolUse" in b:
-                lines.append(f"{m['role']} calls {b['toolUse']['name']}({json.dumps(b['toolUse'].get('input'))})")
-            elif "toolResult" in b:
-                text = " ".join(c.get("text", "") for c in b["toolResult"].get("content") or [] if isinstance(c, dict))
-                lines.append(f"tool result: {text}")
-    if ep.error:
-        lines.append(f"[episode {ep.status}: {ep.error}]")
-    return "\n".join(lines)
-
-
-def contrast(policy: PromptPolicy, episodes: list[Episode], advantages: dict[str, float], tasks: dict[str, dict],
-             n: int = 2) -> Contrast | None:
-    """The ``n`` highest- and lowest-advantage episodes of the step; None when no group differs."""
-    scored = sorted((ep for ep in episodes if abs(advantages.get(ep.episode_id, 0.0)) > 1e-9),
-                    key=lambda ep: advantages[ep.episode_id])
-    if not scored:
-        return None
-
-    def view(ep):
-        return {"task_id": ep.task_id, "question": tasks.get(ep.task_id, {}).get("question"),
-                "transcript": transcript(ep), "reward": ep.reward, "advantage": advantages[ep.episode_id]}
-
-    high = [view(ep) for ep in reversed(scored[-n:]) if advantages[ep.episode_id] > 0]
-    low = [view(ep) for ep in scored[:n] if advantages[ep.episode_id] < 0]
-    if not high or not low:
-        return None
-    return Contrast(policy.system_prompt, list(policy.instructions), high, low)
-
-
-REFLECTION_PROMPT = """You improve the system prompt of an AI agent. Below are its current system prompt, \
-episodes that scored above their group (high advantage) and episodes that scored below it (low advantage). \
-Find what the better episodes did that the worse ones did not, and write ONE short instruction (one sentence) \
-to add to the system prompt so that the agent does it every time. Reply with the instruction only."""
-
-
-def strands_optimizer(contrast: Contrast, max_tokens: int = 200, **chat_model: Any) -> str | None:
-    """A reflective optimizer backed by any chat model we do not train (``prompt.optimizer:
-    agentboost.trainer.prompt.loop:strands_optimizer``; ``prompt.optimizer_options``: the chat model
-    as ``models/chat.py`` takes it, e.g. ``{provider: anthropic, model_id: ..., api_key_env:
-    ANTHROPIC_API_KEY}``, and ``max_tokens``), built by Strands' own provider there: the key is read
-    from the environment variable ``api_key_env`` at the call and never written anywhere. The model
-    is separate from the policy. A reply cut at ``max_tokens`` is an error, never a half instruction."""
-    chat = chat_model_spec(chat_model, "prompt.optimizer_options")
-
-    def block(title, items):
-        return "\n\n".join(f"## {title} {i + 1} (reward {e['reward']}, advantage {e['advantage']:+.2f})\n{e['transcript']}"
-                           for i, e in enumerate(items))
-
-    text = "\n\n".join(["# Current system prompt\n" + "\n".join([contrast.system_prompt, *contrast.instructions]),
-                        block("High-advantage episode", contrast.high), block("Low-advantage episode", contrast.low)])
-    reply, _ = chat.ask(REFLECTION_PROMPT, text, max_tokens)
-    if reply is None:
-        raise PromptTrainingError(f"prompt optimizer {chat.describe()}: its reply was cut at max_tokens={max_tokens}; "
-                                  "raise prompt.optimizer_options.max_tokens")
-    return reply.strip() or None
-
-
-# -- the trainer ---------------------------------------------------------------------------------
 class PromptTrainer(RunLifecycle):
     """``agentboost train`` with ``algorithm.policy: prompt``: the prompt changes, never the weights.
     Its step (candidates from the groups, each through the held-out gate), checkpoint (the prompt
@@ -244,7 +126,7 @@ class PromptTrainer(RunLifecycle):
         return train, val
 
     def build(self) -> None:
-        self.base_spec, self.env = agent_spec(self.cfg), environment(self.cfg)
+        self.base_spec, self.env = assembly.agent_spec(self.cfg), assembly.environment(self.cfg)
         self.policy = PromptPolicy(system_prompt=self.base_spec.system_prompt or "")
         self._start_server()
 
@@ -257,7 +139,7 @@ class PromptTrainer(RunLifecycle):
             return
         model, tok = load_policy(self.model_path, dtype=cfg.model.dtype, device=cfg.model.device)
         model.eval().requires_grad_(False)  # served as given: the prompt trains, the weights do not
-        self.engine_name, self.server = start_policy(cfg, self.model_path, model=model, tokenizer=tok,
+        self.engine_name, self.server = assembly.start_policy(cfg, self.model_path, model=model, tokenizer=tok,
                                                      workdir=self.run_dir / "vllm")
 
     def restore(self) -> tuple[str, list[str]]:
@@ -278,9 +160,9 @@ class PromptTrainer(RunLifecycle):
     def _sampling(self, kind: str) -> SamplingParams:
         cfg = self.cfg
         if kind == "train":
-            return sampling(cfg, "train")
+            return assembly.sampling(cfg, "train")
         # seeded: the candidate and the current prompt meet the same random numbers per (task, sample)
-        return sampling(cfg, "validation", seed=cfg.run.seed,
+        return assembly.sampling(cfg, "validation", seed=cfg.run.seed,
                         temperature=cfg.prompt.gate_temperature if kind == "gate" else None)
 
     def _run(self, policy: PromptPolicy, kind: str, tasks: list[dict], samples: int) -> list[Episode]:
@@ -291,11 +173,13 @@ class PromptTrainer(RunLifecycle):
             if self._sampler is not None:
                 sampler = dataclasses.replace(self._sampler, sampling=self._sampling(kind))
             elif self.chat is not None:
-                sampler = chat_sampler_spec(self.chat, self._sampling(kind))
+                sampler = assembly.chat_sampler_spec(self.chat, self._sampling(kind))
             else:
-                sampler = sampler_spec(self.server, self.engine_name, self.model_path, self._sampling(kind))
-            held = self._pools[kind] = (policy, policy_pool(self.cfg, policy.apply(self.base_spec), sampler, self.env))
-        episodes = run_episodes(held[1], tasks, samples, kind)
+                sampler = assembly.sampler_spec(self.server, self.engine_name, self.model_path,
+                                                self._sampling(kind))
+            pool = assembly.policy_pool(self.cfg, policy.apply(self.base_spec), sampler, self.env)
+            held = self._pools[kind] = (policy, pool)
+        episodes = assembly.run_episodes(held[1], tasks, samples, kind)
         apply_group_policy(episodes, "keep", failed_reward=self.cfg.reward.failed_reward)
         if self.chat is not None:  # what the provider reported, at the configured prices
             for ep in episodes:
@@ -493,18 +377,8 @@ class PromptTrainer(RunLifecycle):
         with EpisodeWriter(self.run_dir / "episodes" / f"val_step_{self.step:06d}.jsonl") as w:
             for ep in episodes:
                 w.write(ep)
-        by_task: dict[str, list[Episode]] = {}
-        for ep in episodes:
-            by_task.setdefault(ep.task_id, []).append(ep)
-        p1 = float(np.mean([pass_at_k(len(e), sum(x.succeeded for x in e), 1) for e in by_task.values()]))
-        tools = tool_use_metrics(episodes)
-        rewards = [ep.reward for ep in episodes if ep.reward is not None]
-        m = {"step": self.step, "val_reward_mean": float(np.mean(rewards)) if rewards else None, "val_pass@1": p1,
-             **validation_sample(self.cfg, len(by_task), len(episodes)), "val_success_ci95": success_ci95(episodes),
-             "prompt_version": self.policy.version, **{f"val_{n}": v for n, v in tools.items()}}
-        summary = {"step": self.step, "pass@1": p1, "tool_call_rate": tools["tool_call_rate"],
-                   "episodes": len(episodes), "prompt_version": self.policy.version}
-        summary["figure"] = figure_text(validation_figure(m))
+        m = {**validation_metrics(self.cfg, self.step, episodes), "prompt_version": self.policy.version}
+        summary = {**validation_summary(m), "prompt_version": self.policy.version}
         first = self._first_val_episodes()
         if first is None:
             self._first_val = episodes
@@ -518,7 +392,7 @@ class PromptTrainer(RunLifecycle):
         self.validations.append(summary)
         against = summary.get("against_first")
         self.log(f"validation at step {self.step} (prompt v{self.policy.version}): {summary['figure']}  "
-                 f"tools {tools['tool_call_rate']:.2f}"
+                 f"tools {m['val_tool_call_rate']:.2f}"
                  + (f"  vs step {self.validations[0]['step']}: {against['mean_difference']:+.3f}, "
                     f"p = {against['p_value']:.4f}" if against else ""))
         return m

@@ -1,4 +1,4 @@
-"""The reflective optimizer (``prompt.optimizer: ...:strands_optimizer``) builds its model through
+"""The reflective optimizer (``prompt.optimizer: agentboost.trainer.prompt.candidates:strands_optimizer``) builds its model through
 ``models/chat.py``, the one place Strands' model providers are built: here the embedded model
 behind the vLLM CPU server's OpenAI chat route, which demands a key named by ``api_key_env``."""
 
@@ -6,7 +6,7 @@ import pytest
 from helpers import CHAT_KEY, CHAT_KEY_ENV
 
 from agentboost.models.chat import ChatModelError
-from agentboost.trainer.prompt.loop import Contrast, PromptTrainingError, strands_optimizer
+from agentboost.trainer.prompt.candidates import Contrast, PromptTrainingError, strands_optimizer
 
 pytestmark = pytest.mark.vllm
 
