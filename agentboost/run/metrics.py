@@ -38,7 +38,8 @@ def validation_metrics(cfg, step: int, episodes: list) -> dict[str, Any]:
     """A validation's figures from its episodes, the same for both trainers: pass@1 and pass@k per
     task (``validation.k`` samples each), the mean reward, tool use, reasoning and splits, and what
     they were estimated from. An aborted episode (the serving side was down) is no outcome: it is
-    counted in ``val_aborted`` and left out of every figure, never scored as a failure."""
+    counted in ``val_aborted`` and left out of every figure, never scored as a failure; a task it
+    leaves with fewer than k outcomes is left out of pass@k (pass@k of k trials needs k)."""
     import numpy as np
 
     from ..episodes.passk import pass_at_k
@@ -51,7 +52,8 @@ def validation_metrics(cfg, step: int, episodes: list) -> dict[str, Any]:
     for ep in episodes:
         by_task.setdefault(ep.task_id, []).append(ep)
     p1 = [pass_at_k(len(eps), sum(e.succeeded for e in eps), 1) for eps in by_task.values()]
-    pk = [pass_at_k(len(eps), sum(e.succeeded for e in eps), k) for eps in by_task.values()]
+    # pass@k needs k outcomes of a task: one that an outage left with fewer is out of pass@k only
+    pk = [pass_at_k(len(eps), sum(e.succeeded for e in eps), k) for eps in by_task.values() if len(eps) >= k]
     rewards = [ep.reward for ep in episodes if ep.reward is not None]
     return {"step": step, "val_reward_mean": float(np.mean(rewards)) if rewards else None,
             "val_pass@1": float(np.mean(p1)) if p1 else None, f"val_pass@{k}": float(np.mean(pk)) if pk else None,
