@@ -182,7 +182,9 @@ def check(obj: Any, where: str, prefix: str = "") -> None:
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{where}: {key} must be a finite number, got {value}")
         b = bounds_of(f)
-        if b is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if b is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ConfigError(f"{where}: {key} must be a number, got {value!r}")
+        if b is not None:
             lo, hi, lo_in, hi_in = b
             if (lo is not None and (value < lo or (value == lo and not lo_in))) or \
                     (hi is not None and (value > hi or (value == hi and not hi_in))):

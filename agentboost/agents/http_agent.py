@@ -2,7 +2,8 @@
 
 The agent is a command (``python my_agent.py``) or a Python entry point (``module:function``,
 called as ``function(prompt, task)`` in a process of its own). Each episode it is given
-``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` (a gateway session: ``agentboost.gateway``), the task
+``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``, and ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY`` (a
+gateway session: ``agentboost.gateway``, which speaks both vendors' protocols), the task
 (``AGENTBOOST_TASK``, JSON, also on its standard input) and the prompt (``AGENTBOOST_PROMPT``); it
 runs unchanged and returns its output (its standard output, the entry point's return value, or
 ``{"output": ...}`` posted to ``AGENTBOOST_FINISH_URL``). The host scores the episode with the

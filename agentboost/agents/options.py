@@ -73,6 +73,9 @@ class HttpFields:
     entry_point: str = option("", help="kind http, instead of command: module:function(prompt, task) -> answer, run "
                                        "in a process of its own")
     env: dict[str, Any] = option(default_factory=dict, help="kind http: more environment variables for the agent")
+    max_request_bytes: int = option(1 << 20, bounds=(1024, None, True, False),
+                                    help="kind http: the gateway answers a larger request 413 before parsing it (a "
+                                         "whole history comes with every call: a 32k-token context is about 130 KiB)")
 
 
 def fields_of(group: type) -> tuple[str, ...]:

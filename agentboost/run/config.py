@@ -265,6 +265,13 @@ class RunConfig:
                                      help="a step in which this share of episodes failed (timeout, crash, error) stops "
                                           "the run with the commonest errors (run/health.py); 1.0: only a step in "
                                           "which every episode failed")
+    max_split_share: float = option(1.0, bounds=(0, 1, True, True),
+                                    help="the merge-rate gate: a share of the run's episodes split (recorded as more "
+                                         "than one training sequence: a client that rewrote its history, a template "
+                                         "that re-renders) above this stops the run, naming the commonest split "
+                                         "reasons (run/health.py); 1.0: off")
+    split_gate_min_episodes: int = option(16, bounds=AT_LEAST_1,
+                                          help="the merge-rate gate waits for the run to have this many episodes")
     stop_grace_s: float = option(120.0, bounds=AT_LEAST_0,
                                  help="after SIGTERM the step in progress may finish (then a checkpoint) for this "
                                       "long; past it (or at a second SIGTERM) the step is abandoned and the run stops "

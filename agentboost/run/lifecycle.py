@@ -11,8 +11,9 @@ validation; everything around them is here, once.
 - SIGTERM: the step in progress may finish (then a checkpoint) within ``run.stop_grace_s``; past
   it, or at a second SIGTERM, the step is abandoned and the run stops at its last checkpoint
   (``StepAbandoned``: the command line exits 143);
-- health and failure: a run that cannot learn stops with a named error, recorded in the run's
-  events and never "completed" (``health.record_failure``);
+- health and failure: each step's episodes are checked (too many failed; the run's share of split
+  episodes, the merge-rate gate); a run that cannot learn stops with a named error, recorded in the
+  run's events and never "completed" (``health.record_failure``);
 - summary: the final checkpoint and validation, plots, and ``result.json``, written only when the
   run ended cleanly.
 """
@@ -27,6 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..episodes.record import read_episodes
 from ..files import atomic_write_text
 from ..rollout.pool import ensure_not_spawning
 from . import health
@@ -124,6 +126,12 @@ class RunLifecycle:
         self.build()
         try:
             restored = self.restore() if resume else None
+            # the merge-rate gate counts the whole run: a resumed run counts the steps it already wrote
+            self.split_gate = health.SplitGate(cfg.run.max_split_share, cfg.run.split_gate_min_episodes)
+            for done in range(1, self.step + 1):
+                path = self.run_dir / "episodes" / f"step_{done:06d}.jsonl"
+                if path.is_file():
+                    self.split_gate.add(list(read_episodes(path)))
             self.metrics = MetricsLogger(self.run_dir, cfg, truncate_after_step=self.step)
             if cfg.run.prometheus_port:
                 from .prometheus import serve_run
@@ -167,6 +175,14 @@ class RunLifecycle:
 
     def release(self) -> None:
         """The trainer's resources: its pools and policy server."""
+
+    def check_health(self, episodes: list, step: int) -> None:
+        """A step's episodes (already written: nothing is lost) against the run's health: the share
+        that failed (``run.max_failed_share``) and the run's share of split episodes, the merge-rate
+        gate (``run.max_split_share``); either stops the run with a named error."""
+        health.check_episode_failures(episodes, self.cfg.run.max_failed_share, step)
+        self.split_gate.add(episodes)
+        self.split_gate.check(step)
 
     def tokens_usd(self) -> tuple[float, str]:
         """What a provider charged for the policy's tokens so far, and whose they are (a prompt

@@ -200,7 +200,7 @@ class Trainer(RunLifecycle):
         with EpisodeWriter(self.run_dir / "episodes" / f"step_{self.step + 1:06d}.jsonl") as w:
             for ep in episodes:  # after the group policy: failed episodes carry their reward
                 w.write(ep)
-        health.check_episode_failures(episodes, cfg.run.max_failed_share, self.step + 1)  # written first: nothing lost
+        self.check_health(episodes, self.step + 1)  # written first: nothing lost
         for warning in health.step_warnings(episodes, adv.all_equal_groups, adv.groups):
             self.log(f"warning: step {self.step + 1}: {warning}")
             self.metrics.log_event({"event": "warning", "step": self.step + 1, "warning": warning})

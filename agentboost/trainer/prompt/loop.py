@@ -221,7 +221,7 @@ class PromptTrainer(RunLifecycle):
         with EpisodeWriter(self.run_dir / "episodes" / f"step_{step:06d}.jsonl") as w:
             for ep in episodes:
                 w.write(ep)
-        health.check_episode_failures(episodes, cfg.run.max_failed_share, step)
+        self.check_health(episodes, step)  # written first: nothing lost
         for warning in health.step_warnings(episodes, adv.all_equal_groups, adv.groups):
             self.log(f"warning: step {step}: {warning}")
             self.metrics.log_event({"event": "warning", "step": step, "warning": warning})
