@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..episodes.record import Episode, Status
 from ..errors import InputError
@@ -25,6 +25,31 @@ class ConversationEnded(Exception):
     def __init__(self, reason: str):
         super().__init__(f"the conversation ended: {reason}")
         self.reason = reason
+
+
+@runtime_checkable
+class Conversation(Protocol):
+    """A multi-turn episode: a user simulator that answers the agent (``env.conversation`` names a
+    ``factory(task, policy=None, **options) -> Conversation``).
+
+    ``setup(agent)`` runs once, before the first turn (add hooks or tools); ``await
+    next_user_message(agent)`` gives the next user message (``""``: the agent goes on without one;
+    ``None``: the conversation is over); ``record(agent)`` returns what goes into the episode's
+    ``metadata["conversation"]`` (termination reason, user turns)."""
+
+    def setup(self, agent: Any) -> None: ...
+
+    async def next_user_message(self, agent: Any) -> str | None: ...
+
+    def record(self, agent: Any) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class ConversationFactory(Protocol):
+    """``factory(task, policy=None, **options) -> Conversation`` (``env.conversation``, its
+    options ``env.conversation_options``): one conversation per episode."""
+
+    def __call__(self, task: dict[str, Any], policy: Any = None, **options: Any) -> Conversation: ...
 
 
 @dataclass

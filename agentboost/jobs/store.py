@@ -144,10 +144,11 @@ class JobStore:
         if metadata is not None and not isinstance(metadata, dict):
             raise JobError(f"metadata must be a JSON object, got {type(metadata).__name__}")
         if reward is None:
+            from ..agents.config import AgentConfig
             from ..rewards.registry import default_reward
-            from ..run.config import AgentConfig
+            from ..schema import default_of
 
-            agent_type = (agent or {}).get("agent_type") or AgentConfig.agent_type
+            agent_type = (agent or {}).get("agent_type") or default_of(AgentConfig, "agent_type")
             reward = default_reward(agent_type) or "exact_answer"
         if not isinstance(reward, str) or not reward:
             raise JobError("reward must be a registered reward name or module:function")

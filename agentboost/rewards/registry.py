@@ -18,7 +18,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from ..episodes.record import Episode, Status
 from ..errors import InputError
@@ -31,6 +31,18 @@ class RewardResult:
     score: float
     components: dict[str, float] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class RewardFunction(Protocol):
+    """``reward(task, episode) -> RewardResult | float``.
+
+    ``task`` is the dataset row (a dict, the task file's columns); ``episode`` the finished
+    ``Episode`` (messages, tool calls, ``final_answer``, ``status``). A plain number is taken as the
+    outcome reward. An exception marks the episode ``error`` with its text; it is never scored 0
+    silently."""
+
+    def __call__(self, task: dict[str, Any], episode: Episode) -> "RewardResult | float": ...
 
 
 RewardFn = Callable[[dict[str, Any], Episode], "RewardResult | float"]
