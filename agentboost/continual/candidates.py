@@ -200,7 +200,6 @@ def prompt_candidate(cfg: TrainConfig, parent: str, episodes: list[Episode], out
     """The parent's prompt policy (``MODEL#prompt=PATH``; a model alone: the configuration's system
     prompt and no demonstration) with the round's best sessions added as demonstrations, written
     to ``out/prompt_policy.json``; the model is the parent's."""
-    from ..agents.strands_agent import DEFAULT_SYSTEM_PROMPT
     from ..run.prompt_policy import FILE_NAME, PromptPolicy, load_prompt_policy
     from ..serving.policies import split_prompt_spec, with_prompt
     from ..trainer import loss as losses
@@ -208,8 +207,8 @@ def prompt_candidate(cfg: TrainConfig, parent: str, episodes: list[Episode], out
 
     t0 = time.perf_counter()
     model, path = split_prompt_spec(parent)
-    base = load_prompt_policy(path) if path else PromptPolicy(
-        system_prompt=cfg.agent.system_prompt if cfg.agent.system_prompt is not None else DEFAULT_SYSTEM_PROMPT)
+    # as the prompt trainer starts: the configuration's system prompt (null: none)
+    base = load_prompt_policy(path) if path else PromptPolicy(system_prompt=cfg.agent.system_prompt or "")
     groups = informative(groups_of(episodes, cfg.loop.min_group_size))
     if groups:
         chosen = [ep for eps in groups.values() for ep in eps]
