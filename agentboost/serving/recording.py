@@ -41,7 +41,10 @@ def opening_task_id(messages: list[dict[str, Any]], system: str | None) -> str:
     """``prompt:<digest>`` of a conversation's system prompt and first user turn: the task a
     session without a task row is grouped by."""
     first = next((m for m in messages if m.get("role") == "user"), None)
-    text = json.dumps([system or "", (first or {}).get("content")], sort_keys=True, ensure_ascii=False)
+    content = (first or {}).get("content")
+    if isinstance(content, list):  # Strands content blocks (what every protocol parses to): their text
+        content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    text = json.dumps([system or "", content or ""], sort_keys=True, ensure_ascii=False)
     return "prompt:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -79,14 +82,17 @@ class SessionRecorder:
             if self._writer is None:
                 return ep
             self._writer.write(ep)
-            self._written[s.id] = s.num_calls()
+            self._written[s.id] = s.num_calls() + (s.failure is not None or s.incomplete is not None)
             self.written += 1
         return ep
 
     def end(self, s: Session, served: dict[str, Any]) -> None:
         """A session leaves the server: written unless its last record already holds every call
-        (a session that got its outcome and then nothing more)."""
-        if s.num_calls() and self._written.get(s.id) != s.num_calls():
+        (a session that got its outcome and then nothing more), or it made no call at all; one
+        that failed or whose client left before its first answer is written too (its status and
+        reason: nothing silently dropped)."""
+        ended = s.failure is not None or s.incomplete is not None
+        if (s.num_calls() or ended) and self._written.get(s.id) != s.num_calls() + ended:
             self.write(s, served)
         self._written.pop(s.id, None)
 

@@ -245,6 +245,7 @@ class Router(BackgroundServer):
         self.recorder = SessionRecorder(Path(out_dir) / SESSIONS) if record else None
         self._served: dict[str, dict[str, Any]] = {}  # held session id -> its arm, spec and user (the record's)
         self._inflight: dict[int, int] = {}  # id(policy) -> requests it is answering now
+        self._ending: dict[str, tuple[Session, dict[str, Any]]] = {}  # left with a call in flight: recorded after it
         before = earlier_test(self.events.path, {n: p.spec for n, p in policies.items()})
         if before is not None:  # the same test started again: its assignments, draws and split go on
             salt, min_effect = salt or before["salt"], min_effect if min_effect is not None else before["min_effect"]
@@ -358,9 +359,14 @@ class Router(BackgroundServer):
         return s
 
     def _end(self, sid: str, s: Session) -> None:
-        """A session leaves the server (forgotten, the arms changed, the server stops): recorded."""
+        """A session leaves the server (forgotten, the arms changed, the server stops): recorded;
+        one whose call is in flight (a swap while it samples) when that call has ended."""
         served = self._served.pop(sid, None)
-        if self.recorder is not None and served is not None:
+        if self.recorder is None or served is None:
+            return
+        if s.lock is not None and s.lock.locked():
+            self._ending[sid] = (s, served)
+        else:
             self.recorder.end(s, served)
 
     def _end_sessions(self) -> None:
@@ -458,6 +464,9 @@ class Router(BackgroundServer):
             return await self._answer(request, protocol, call, s, sid, arm, messages, system, demo_messages, keep,
                                       reply, t0)
         finally:
+            ending = self._ending.pop(sid, None)
+            if ending is not None:  # the session left the server during this call: recorded now, as it ended
+                self.recorder.end(*ending)
             left = self._inflight.get(id(policy), 1) - 1
             if left > 0:
                 self._inflight[id(policy)] = left
@@ -663,6 +672,9 @@ class Router(BackgroundServer):
         self.stop_thread()
         if self.recorder is not None:
             self._end_sessions()  # the sessions still held, recorded as they stand
+            for s, served in self._ending.values():  # stopped during a call
+                self.recorder.end(s, served)
+            self._ending.clear()
             self.recorder.close()
         self.events.close()
         for p in self.policies.values():

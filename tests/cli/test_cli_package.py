@@ -17,7 +17,7 @@ from agentboost.sampling import policy_server
 from agentboost.sampling.policy_server import VLLMOptions, start_policy_server
 
 COMMANDS = ["init", "rollout", "models", "serve", "check", "data", "score", "stats", "sandbox", "train", "config", "plot", "export",
-            "export-model", "ab", "sft", "eval", "continual", "jobs"]
+            "export-model", "ab", "sft", "eval", "bench", "continual", "jobs"]
 SUBCOMMANDS = [["models", "prepare"], ["models", "list"], ["data", "prepare"], ["data", "verl"], ["sandbox", "info"],
                ["jobs", "serve"], ["ab", "report"], ["ab", "split"], ["continual", "run"], ["continual", "status"],
                ["continual", "propose"]]

@@ -33,7 +33,9 @@ from agentboost.testing.users import drive_users
 LOOP = str(REPO / "examples/continual/loop.yaml")
 QUICKSTART = str(REPO / "examples/quickstart/first_run.yaml")
 TOKEN = "l00p"
-SETTINGS = ["loop.sessions_per_round=24", "loop.gate_tasks=8", "loop.window=60",
+# mixture_sd 0.3: the mSPRT tuned to the large gains these candidates make (a warm start against a model that
+# never calls its calculator; a noised copy that no longer can), so a window of 100 outcomes decides them
+SETTINGS = ["loop.sessions_per_round=24", "loop.gate_tasks=8", "loop.window=100", "loop.mixture_sd=0.3",
             "loop.min_outcomes=8", "loop.max_rounds=3", "loop.guard_min_calls=10", "loop.poll_s=0.5",
             "run.cost_per_hour=1.0", "loop.max_cost=5",
             "loop.gate_max_drop=0.5"]  # the gate is proven on the better candidate; a traffic-trained one goes live
@@ -41,11 +43,11 @@ SETTINGS = ["loop.sessions_per_round=24", "loop.gate_tasks=8", "loop.window=60",
 
 @pytest.fixture(scope="module")
 def better(tmp_path_factory, smollm2_path):
-    """The quickstart's warm start at a small size: 16 demonstrations, two epochs, one GRPO step."""
+    """The quickstart's warm start (32 demonstrations, two epochs) and one GRPO step."""
     from agentboost.trainer.loop import Trainer
 
     run = tmp_path_factory.mktemp("better") / "run"
-    cfg = load_config(QUICKSTART, ["warm_start.demonstrations=16", "run.steps=1", "data.tasks_per_step=1",
+    cfg = load_config(QUICKSTART, ["run.steps=1", "data.tasks_per_step=1",
                                    "data.group_size=2", "data.val_file=", "validation.at_start=false",
                                    "run.tensorboard=false"])
     Trainer(cfg, run, log=lambda m: None).run()
