@@ -161,3 +161,46 @@ def test_the_job_service_refuses_bad_loops(service):
     status, body = service.request("GET", "/loops")
     assert status == 200 and json.loads(body) == {"loops": []}
     assert not (service.store.root / "loops" / "a").exists()  # a refused loop leaves nothing behind
+
+
+@pytest.mark.slow
+def test_the_job_service_runs_a_loop_stops_and_resumes_it(service, smollm2_path):
+    """POST /loops starts a real `agentboost continual run` process serving the embedded model at its
+    own loopback port with the service's token; stopped, its state says why; started again under
+    the same id it resumes (the same directory, the same port)."""
+    import time
+
+    rows = [{"task_id": f"g{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(2)]
+    status, body = service.request("POST", "/loops", {"loop_id": "a", "gate_data": rows,
+                                                      "config": {"loop.poll_s": 0.2}})
+    assert status == 201, body
+    base = json.loads(body)["base_url"]
+
+    def status_of():
+        return json.loads(service.request("GET", "/loops/a")[1])
+
+    deadline = time.monotonic() + 240
+    while not status_of().get("url") and time.monotonic() < deadline:
+        assert status_of()["state"] == "running", status_of().get("error")
+        time.sleep(0.5)
+    s = status_of()
+    assert s["state"] == "running" and s["url"] == base and s["production"] == "v0000", s
+    req = urllib.request.Request(base + "/chat/completions", method="POST",
+                                 data=json.dumps({"messages": [{"role": "user", "content": "Hi"}],
+                                                  "max_tokens": 4}).encode(),
+                                 headers={"Authorization": f"Bearer {service.token}",
+                                          "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        assert r.status == 200 and json.loads(r.read())["choices"][0]["message"]["role"] == "assistant"
+    status, body = service.request("POST", "/loops/a/propose", {"noise": 0.1, "skip_gate": True})
+    assert status == 201 and json.loads(body)["proposal"].endswith(".json")
+    status, body = service.request("POST", "/loops/a/stop")
+    assert status == 200 and json.loads(body)["state"] == "stopped"
+    assert [x["loop_id"] for x in json.loads(service.request("GET", "/loops")[1])["loops"]] == ["a"]
+    status, body = service.request("POST", "/loops", {"loop_id": "a", "gate_data": rows})
+    assert status == 400 and b"resumes with its own configuration" in body
+    status, body = service.request("POST", "/loops", {"loop_id": "a"})  # the same loop, resumed
+    assert status == 201 and json.loads(body)["base_url"] == base
+    rec = json.loads((service.store.root / "loops" / "a" / "loop.json").read_text())
+    assert rec["resumed"] is True
+    assert service.request("POST", "/loops/a/stop")[0] == 200
