@@ -163,7 +163,6 @@ def test_the_job_service_refuses_bad_loops(service):
     assert not (service.store.root / "loops" / "a").exists()  # a refused loop leaves nothing behind
 
 
-@pytest.mark.slow
 def test_the_job_service_runs_a_loop_stops_and_resumes_it(service, smollm2_path):
     """POST /loops starts a real `agentboost continual run` process serving the embedded model at its
     own loopback port with the service's token; stopped, its state says why; started again under
