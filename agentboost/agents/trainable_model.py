@@ -39,7 +39,7 @@ from typing import Any, AsyncGenerator, AsyncIterable, TypeVar
 from pydantic import BaseModel
 from strands.models import Model
 
-from ..episodes.record import ModelCall, SplitReason
+from ..episodes.record import ModelCall, SplitReason, plain_copy
 from ..reasoning import (
     THINK,
     UNTERMINATED_REASONING,
@@ -193,10 +193,10 @@ class TrainableModel(Model):
         call.reasoning_status = split.status
         call.calls_in_reasoning = (len(parse_tool_calls(self.parse, split.reasoning, tool_specs).tool_calls)
                                    if split.reasoning else 0)
-        self._prev_messages = copy.deepcopy(list(messages))
+        self._prev_messages = plain_copy(list(messages))
         self._prev_prompt_text = prompt_text
         self._prev_response_text = text
-        self._prev_system, self._prev_tools = system_prompt, copy.deepcopy(tool_specs)
+        self._prev_system, self._prev_tools = system_prompt, plain_copy(tool_specs)
 
         truncated = result.finish_reason == "length"
         stop_reason = "max_tokens" if truncated else ("tool_use" if parsed.tool_calls else "end_turn")
@@ -309,14 +309,14 @@ class TrainableModel(Model):
         full_text = r.render(hf, tools, add_generation_prompt=True)
         prev_hf, self._prev_hf = self._prev_hf, (hf, tools)
         if not self.calls:
-            return r.encode(full_text), full_text, None
+            return r.encode_conversation(full_text), full_text, None
         extension, reason = self._extension(messages, full_text, prev_hf, system_prompt, tool_specs)
         if extension is None and self.always_extend:
             extension = self._forced_extension(messages, system_prompt, tool_specs, hf, tools, reason)
             self.forced_extensions[reason.value] = self.forced_extensions.get(reason.value, 0) + 1
         if extension is None:
             self.rerenders += 1
-            return r.encode(full_text), full_text, reason
+            return r.encode_conversation(full_text), full_text, reason
         prev = self.calls[-1]
         tail: list[int] = []
         if not prev.response_ids or prev.response_ids[-1] != r.turn_end_id:
