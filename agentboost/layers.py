@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("the run: config, preflight, run directory, checkpoints, metrics, health, the assembly", ("agentboost.run",)),
     ("evaluation: eval, its progress, paired and unpaired statistics", ("agentboost.evaluation",)),
     ("trainer, data preparation, integrations, testing aids, serving", ("agentboost.trainer", "agentboost.data",
-                                                                       "agentboost.integrations", "agentboost.testing",
+                                                                       "agentboost.bench", "agentboost.integrations", "agentboost.testing",
                                                                        "agentboost.scaffold", "agentboost.serving")),
     ("entry points: command line and Python API", ("agentboost.cli", "agentboost.api", "agentboost.jobs", "agentboost")),
 ]

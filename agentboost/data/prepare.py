@@ -22,6 +22,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ..environments.bfcl.tasks import prepare_bfcl
 from ..environments.tau2.tasks import prepare_tau2
 from ..errors import InputError
 from ..files import atomic_file, iter_jsonl, read_parquet_rows
@@ -59,6 +60,7 @@ class PrepareOptions:
     float_tol: str | None = None  # every row's float_tol ("exact", a number, JSON); None: what the statement states
     drop_images: bool = False  # reject rows whose statement has an image instead of flagging them
     domain: str | None = None  # tau2: airline, retail or telecom
+    category: str | None = None  # bfcl: one of BFCL's categories (environments.bfcl.package.CATEGORIES)
 
 
 @dataclass
@@ -445,8 +447,8 @@ class Preparer:
     default_config: str | None
     test_fraction: float
     description: str
-    # A preparer that reads its source and writes its own files (out, options, split, source) -> (path, rows)
-    whole: Callable[[str | os.PathLike[str], PrepareOptions, str, str], tuple[Path, int]] | None = None
+    # A preparer that reads its source and writes its own files (out, options, split, source) -> [(path, rows)]
+    whole: Callable[[str | os.PathLike[str], PrepareOptions, str, str], list[tuple[Path, int]]] | None = None
 
 
 PREPARERS: dict[str, Preparer] = {
@@ -462,7 +464,13 @@ PREPARERS: dict[str, Preparer] = {
     "tau2": Preparer(None, lambda: "installed", None, 0.0,
                      "tau2-bench tasks of one --domain (airline, retail, telecom) and --split (train, test, base) from "
                      "the installed tau2 (--source installed) or a tau2 data directory: <split>.jsonl",
-                     whole=lambda out, opts, split, source: prepare_tau2(out, opts.domain, split, source)),
+                     whole=lambda out, opts, split, source: [prepare_tau2(out, opts.domain, split, source)]),
+    "bfcl": Preparer(None, lambda: "installed", None, 0.0,
+                     "Berkeley Function-Calling Leaderboard entries of one --category (simple_python, multiple, "
+                     "parallel, ..., multi_turn_base, multi_turn_miss_func, ...) from the installed bfcl-eval: "
+                     "<category>.jsonl, or train.jsonl and test.jsonl with --test-fraction",
+                     whole=lambda out, opts, split, source: prepare_bfcl(out, opts.category, opts.test_fraction,
+                                                                         opts.seed, opts.limit)),
 }
 
 
@@ -484,8 +492,9 @@ def prepare(name: str, out_dir: str | os.PathLike[str], source: str | None = Non
             raise DataSourceError(f"dataset {name!r} needs --source (a local file or a Hugging Face dataset name)")
         source = prep.default_source()
     if prep.whole is not None:
-        path, n = prep.whole(out_dir, opts, split, source)
-        return PrepareReport(read=n, kept=n, written=[(path, n)])
+        written = prep.whole(out_dir, opts, split, source)
+        n = sum(k for _, k in written)
+        return PrepareReport(read=n, kept=n, written=written)
     source_name = name
     report = PrepareReport()
     kept: list[dict] = []

@@ -20,7 +20,7 @@ from ..episodes.record import Episode, EpisodeWriter
 from ..episodes.summary import reasoning_metrics, success_ci95, tool_use_metrics
 from ..models.chat import chat_model_spec, is_chat_model_spec
 from ..rewards.groups import apply_group_policy
-from ..rollout.pool import StrandsProcessPool
+from ..rollout.pool import StrandsProcessPool, collect
 from ..run.assembly import agent_spec, check_config_sandbox, environment
 from ..run.checkpoint import CheckpointError, load_policy_from_run, split_run_spec
 from ..run.config import TrainConfig
@@ -144,13 +144,9 @@ def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, see
 
 
 def run_jobs(pool: StrandsProcessPool, jobs: list[tuple[dict, int]], on_episode) -> list[Episode]:
-    """(task, sample) pairs on ``pool``, ``on_episode`` called as each finishes; in job order."""
-    futures = []
-    for task, k in jobs:
-        fut = pool.submit(task, group_id=str(task["task_id"]), sample=k)
-        fut.add_done_callback(lambda f: on_episode(f.result()))
-        futures.append(fut)
-    return [f.result() for f in futures]
+    """(task, sample) pairs on ``pool``, ``on_episode`` called as each finishes (every one of them
+    before this returns); in job order."""
+    return collect([pool.submit(task, group_id=str(task["task_id"]), sample=k) for task, k in jobs], on_episode)
 
 
 def _label(spec) -> str:
