@@ -30,7 +30,9 @@ setup(
         "verl==0.9.1",
         "cachetools",  # needed by verl's agent-loop modules, not declared by verl 0.9.1
         "fastapi",  # likewise: verl.experimental.agent_loop imports it through its rollout utils
-        "TransferQueue>=0.1.10",  # veRL's default (V1) agent-loop worker stores rows there; tests drive it
+        # veRL's default (V1) agent-loop worker stores rows there; tests drive it. setup.sh --rllm
+        # installs every dependency here but this one and verl into the rLLM path's environment
+        "TransferQueue>=0.1.10",
         "peft>=0.13",
         "matplotlib",
         "tensorboard",
