@@ -77,3 +77,49 @@ def test_the_tokenizer_is_called_where_the_backend_alone_would_differ(smollm2_pa
         text = "<|im_start|>user\nhi<|im_end|>"
         assert r.encode(text) == list(tok(text, add_special_tokens=False)["input_ids"])
         assert len(r.encode(text)) > 5  # the special tokens were split into their characters
+
+
+def _episode_conversations(n):
+    """Strands conversations as an episode grows them: the question, a tool call, its result, the
+    answer; every one under the same system turn, so the head cache is filled and then used."""
+    out = []
+    for i in range(n):
+        call = {"toolUse": {"toolUseId": f"call_{i}", "name": "add", "input": {"a": i, "b": 25}}}
+        result = {"toolResult": {"toolUseId": f"call_{i}", "status": "success", "content": [{"text": str(i + 25)}]}}
+        turns = [{"role": "user", "content": [{"text": f"What is {i} + 25? é 你好 (task {i})"}]},
+                 {"role": "assistant", "content": [{"text": "Let me add."}, call]},
+                 {"role": "user", "content": [result]},
+                 {"role": "assistant", "content": [{"text": f"The answer is {i + 25}."}]},
+                 {"role": "user", "content": [{"text": "  and twice that?\n"}]}]
+        out += [turns[:k] for k in (1, 3, 5)]
+    return out
+
+
+@pytest.mark.parametrize("setting", ["smollm2", "qwen3", "qwen3-no-thinking", "custom-template"])
+def test_renderer_ids_are_apply_chat_templates_own(smollm2_path, qwen3_tokenizer, setting):
+    """What the trainable model hands the policy for a conversation (``encode_conversation`` of the
+    rendered text, through the Rust tokenizer and the head cache) is exactly the ids the
+    tokenizer's own ``apply_chat_template(..., tokenize=True)`` gives, for several templates
+    (SmolLM2's, Qwen3's with and without thinking, a template of the user's own with another turn end)."""
+    kwargs, turn_end = {}, None
+    if setting.startswith("qwen3"):
+        tok = qwen3_tokenizer
+        kwargs = {"enable_thinking": False} if setting == "qwen3-no-thinking" else {}
+    else:
+        tok = AutoTokenizer.from_pretrained(str(smollm2_path))
+        if setting == "custom-template":
+            tok.chat_template = ("{% for m in messages %}<|endoftext|>{{ m['role'] }}: {{ m['content'] }}\n"
+                                 "{% endfor %}{% if add_generation_prompt %}<|endoftext|>assistant: {% endif %}")
+            turn_end = "<|endoftext|>"
+    r = ChatRenderer(tok, template_kwargs=kwargs, turn_end_token=turn_end)
+    assert r._direct is not None
+    tools = [{"name": "add", "description": "Add two integers.",
+              "inputSchema": {"json": {"type": "object", "properties": {"a": {"type": "integer"},
+                                                                        "b": {"type": "integer"}}}}}]
+    for messages in _episode_conversations(4):
+        hf, t = r.to_hf_messages(messages, "You are a careful assistant.", tools)
+        ours = r.encode_conversation(r.render(hf, t, add_generation_prompt=True))
+        own = tok.apply_chat_template(hf, tools=t, tokenize=True, add_generation_prompt=True, return_dict=True,
+                                      **kwargs)["input_ids"]
+        assert ours == list(own)
+    assert any(isinstance(ids, list) for ids in r._heads.values())  # the cached head was used
