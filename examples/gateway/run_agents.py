@@ -82,12 +82,18 @@ def main():
                 client_args={"base_url": gw.base_url(s, api="anthropic"), "api_key": s.key}, model_id="policy",
                 max_tokens=512),
         }
-        for name, make in providers.items():
-            gw.sampler = policy(tok)
-            s = gw.open_session(TASK)
-            agent = Agent(model=make(s), tools=[add], system_prompt="You are a calculator agent.", callback_handler=None)
-            asyncio.run(agent.invoke_async(TASK["question"]))
-            show(name, gw.finish(s))
+        async def in_process():
+            # one event loop for the three: a client's connection pool made in a loop of its own
+            # outlived it, and closing its stream later, from another loop, printed a traceback at exit
+            for name, make in providers.items():
+                gw.sampler = policy(tok)
+                s = gw.open_session(TASK)
+                agent = Agent(model=make(s), tools=[add], system_prompt="You are a calculator agent.",
+                              callback_handler=None)
+                await agent.invoke_async(TASK["question"])
+                show(name, gw.finish(s))
+
+        asyncio.run(in_process())
 
         # 2. scripts in their own processes, each given its client's own environment variables
         for name, script in SCRIPTS.items():
