@@ -69,6 +69,8 @@ class _Worker:
     stop_sent_at: float | None = None
 
 
+DEADLINE_CHECK_S = 0.1  # how often the hard deadlines of in-flight episodes are looked at
+
 # Workers are spawned: each imports the main module again. A script that starts training at its top
 # level (no main guard) starts it again in every worker, which then never becomes ready.
 MAIN_GUARD_HINT = ('if training is started from a script, put it under `if __name__ == "__main__":` '
@@ -147,6 +149,7 @@ class StrandsProcessPool:
         self._wake_r, self._wake_w = os.pipe()
         self._closing = False
         self._closed = False
+        self._next_deadline_check = 0.0
         self.broken: str | None = None  # set when workers cannot start; every task then returns error
         self._startup_failures = 0
         # statistics
@@ -292,7 +295,12 @@ class StrandsProcessPool:
                     os.read(self._wake_r, 65536)
                 with self._lock:
                     self._receive(ready)
-                    self._check_deadlines()
+                    now = time.monotonic()
+                    # every in-flight episode is looked at: with thousands in flight, doing so on every
+                    # message cost more than the messages; deadlines are seconds long
+                    if now >= self._next_deadline_check:
+                        self._next_deadline_check = now + DEADLINE_CHECK_S
+                        self._check_deadlines()
                     self._recycle()
                     self._reap_stopping()
         finally:
