@@ -220,10 +220,18 @@ def policy_pool(cfg: TrainConfig, spec, sampler: SamplerSpec, env: StrandsEnv | 
 def run_episodes(pool: "StrandsProcessPool", tasks: list[dict], samples: int, label: str) -> list:
     """``samples`` episodes of each task on ``pool``, with a progress bar; a group-ranking judge
     (``reward.judge.mode: group``) then scores each whole group at once."""
-    from ..progress import progress_bar
+    return collect_episodes(pool, tasks, pool.submit_groups(tasks, samples), label)
 
-    with progress_bar(label, len(tasks) * samples) as advance:
-        episodes = pool.run(tasks, samples=samples, on_episode=lambda ep: advance())
+
+def collect_episodes(pool: "StrandsProcessPool", tasks: list[dict], futures: list, label: str) -> list:
+    """The episodes of ``tasks`` already queued on ``pool`` (``futures``, from ``submit_groups``:
+    asynchronous training queues them steps ahead), with a progress bar, then scored by a
+    group-ranking judge as in ``run_episodes``."""
+    from ..progress import progress_bar
+    from ..rollout.pool import collect
+
+    with progress_bar(label, len(futures)) as advance:
+        episodes = collect(futures, lambda ep: advance())
     if pool.env is not None and pool.env.scores_groups:
         pool.env.score_groups({str(t["task_id"]): t for t in tasks}, episodes)
     return episodes

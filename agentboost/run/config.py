@@ -11,6 +11,7 @@ directory; ``agentboost config`` and ``docs/configuration.md`` are generated fro
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import re
@@ -173,6 +174,10 @@ class AlgorithmConfig:
                             help="> 0: KL to the reference policy (the base model, adapters disabled)")
     kl_type: str = option("low_var_kl", choices=("kl", "abs", "mse", "low_var_kl"),
                           help="the KL estimator (veRL's names)")
+    importance_cap: float = option(2.0, bounds=(1, None, True, False),
+                                   help="with rollout.max_staleness > 0: the cap of the token-level truncated "
+                                        "importance weight (current weights over the stale ones that sampled; "
+                                        "veRL's rollout_is_weights, docs/async.md)")
     gamma: float = option(1.0, bounds=(0, 1, True, True), help="reinforce_plus_plus")
 
 
@@ -301,6 +306,12 @@ class RolloutConfig:
                                       "which every vLLM worker reloads), \"auto\": merged on the CPU build, whose "
                                       "runtime-LoRA path samples at a third of the merged model's speed "
                                       "(benchmarks/vllm_lora_sync.py), adapter elsewhere")
+    max_staleness: int = option(0, bounds=(0, 8, True, True),
+                                help="asynchronous training: K >= 1 samples the next steps' episodes while an update "
+                                     "runs, no episode starting more than K weight versions behind the update that "
+                                     "trains on it, with an off-policy correction; 0: synchronous (each step samples "
+                                     "with the newest weights, then updates). The hf engine, agents built here and "
+                                     "the weights trainer only, for now (docs/async.md)")
 
 
 @dataclass
@@ -468,6 +479,28 @@ def validate(cfg: TrainConfig, where: str, for_training: bool = True) -> None:
     elif cfg.prompt.policy_model:
         raise ConfigError(f"{where}: prompt.policy_model is the policy of a prompt run (algorithm.policy: prompt); "
                           "a weights run trains model.path")
+    if cfg.rollout.max_staleness:
+        check_async(cfg, where)
+
+
+def check_async(cfg: TrainConfig, where: str) -> None:
+    """What asynchronous training (``rollout.max_staleness`` > 0) supports so far: refused in one
+    line before any work, never ignored."""
+    k = f"rollout.max_staleness={cfg.rollout.max_staleness}"
+    if cfg.algorithm.policy == "prompt":
+        raise ConfigError(f"{where}: {k} is not supported with algorithm.policy: prompt (it trains weights "
+                          "asynchronously; set rollout.max_staleness: 0)")
+    if cfg.rollout.engine != "hf":
+        raise ConfigError(f"{where}: {k} is not supported yet on rollout.engine {cfg.rollout.engine!r}: only "
+                          "\"hf\" keeps several weight versions servable (set rollout.engine: hf, or max_staleness: 0)")
+    if cfg.agent.kind != "strands":
+        raise ConfigError(f"{where}: {k} is not supported yet with agent.kind {cfg.agent.kind!r}: only agents "
+                          "agentboost builds (agent.kind: strands) are pinned to a weight version for now")
+    from verl.trainer.ppo import core_algos
+
+    if "rollout_is_weights" not in inspect.signature(core_algos.get_policy_loss_fn(cfg.algorithm.policy_loss)).parameters:
+        raise ConfigError(f"{where}: {k} needs the off-policy correction, and algorithm.policy_loss "
+                          f"{cfg.algorithm.policy_loss!r} takes no rollout_is_weights (vanilla does)")
 
 
 def shaping_config(values: dict[str, Any], where: str = "config"):
