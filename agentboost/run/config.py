@@ -261,6 +261,22 @@ class RolloutConfig:
 
 
 @dataclass
+class VerifyConfig:
+    """That the policy served is the policy trained (run/verify.py, docs/verification.md)."""
+    # fingerprint every weight sync: the engine's weights against the trainer's, and every sampled
+    # call's weight version against the versions synced; a difference stops the run
+    weights: bool = True
+    # before each update, recompute a sample of the step's sampled tokens with the trainer and compare
+    # the log-probs with the sampler's; a mean or 99th-percentile |diff| above its bound stops the run
+    logprob_parity: bool = True
+    parity_tokens: int = 1024  # tokens of forward pass per step for the parity sample (whole rows, at random)
+    # the bound on the mean |diff| (nats); 0: the measured default for the engine and dtype (docs/verification.md)
+    parity_mean_bound: float = 0.0
+    # the bound on the 99th percentile |diff| (nats); 0: the measured default for the engine and dtype
+    parity_p99_bound: float = 0.0
+
+
+@dataclass
 class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -276,6 +292,7 @@ class TrainConfig:
     run: RunConfig = field(default_factory=RunConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    verify: VerifyConfig = field(default_factory=VerifyConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -618,6 +635,9 @@ BOUNDS: dict[str, tuple[float | None, float | None, bool, bool]] = {
     "rollout.vllm_kv_cache_gib": (0, None, False, False),
     "rollout.vllm_max_model_len": (0, None, True, False),
     "rollout.vllm_startup_timeout_s": (0, None, False, False),
+    "verify.parity_tokens": (1, None, True, False),
+    "verify.parity_mean_bound": (0, None, True, False),
+    "verify.parity_p99_bound": (0, None, True, False),
 }
 
 

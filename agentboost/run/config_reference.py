@@ -29,6 +29,7 @@ _SECTIONS = {
     "run": "budgets, checkpoints, logging and workers",
     "rollout": "the engine that samples the policy",
     "sandbox": "the sandbox for model-written code",
+    "verify": "that the policy served is the policy trained: weight fingerprints, log-prob parity",
 }
 
 

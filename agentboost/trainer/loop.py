@@ -45,6 +45,7 @@ from ..sampling.spec import SamplerSpec
 from ..tasks import load_tasks
 from . import batch as batching
 from . import loss as losses
+from .verify import StepVerifier
 
 
 class StepAbandoned(Exception):
@@ -155,7 +156,7 @@ class Trainer:
             self.elapsed_before = state.get("elapsed_s", 0.0)
             self.warm_started = bool(state.get("warm_started", False))
             self.log(f"resumed {self.run_dir} at step {self.step} from {ckpt.name}")
-        if self.engine_name == "vllm" and (self.step > 0 or self.warm_started):  # the vLLM server started with the base weights
+        if self.engine_name == "hf" or self.step > 0 or self.warm_started:  # vLLM started with the base weights
             self.policy_server.publish(self.model, self.step)
         self.metrics = MetricsLogger(self.run_dir, cfg, truncate_after_step=self.step)
         self.prometheus = None
@@ -168,6 +169,10 @@ class Trainer:
         if resume:
             self.metrics.log_event({"event": "resume", "step": self.step, "checkpoint": ckpt.name,
                                     "skipped_checkpoints": skipped})
+        # the served policy is the trained one: checked after every publish and every step's rollouts
+        self.verifier = StepVerifier(cfg, self.run_dir, self.policy_server, self.engine_name, self.model,
+                                     self.tokenizer, self.log, self.metrics, resume_step=self.step if resume else None)
+        self.verifier.after_publish(self.step, self.step)
 
     # -- setup ------------------------------------------------------------------------------
     def _build_policy(self) -> None:
@@ -379,8 +384,8 @@ class Trainer:
                                  self.model_path, self.run_dir, log=self.log)
         self.warm_started = True
         self.metrics.log_event({"event": "warm_start", "step": 0, **res})
-        if self.engine_name == "vllm":  # the vLLM server samples the warm-started weights from the first step
-            self.policy_server.publish(self.model, 0)
+        self.policy_server.publish(self.model, 0)  # vLLM samples the warm-started weights from the first step
+        self.verifier.after_publish(0, 0)
         self.checkpoint()
         return res
 
@@ -430,15 +435,17 @@ class Trainer:
         for warning in health.step_warnings(episodes, adv.all_equal_groups, adv.groups):
             self.log(f"warning: step {self.step + 1}: {warning}")
             self.metrics.log_event({"event": "warning", "step": self.step + 1, "warning": warning})
+        verified = self.verifier.after_rollouts(episodes, self.step + 1)  # before anything trains on them
         t_up = time.perf_counter()
         update = self.update(rows) if rows else {"loss": 0.0, "grad_norm": 0.0, "pg_clipfrac": 0.0, "ppo_kl": 0.0,
                                                   "kl": 0.0, "trained_tokens": 0}
         self.step += 1
         sync_s = 0.0
-        if self.engine_name == "vllm" and rows:
-            # the next step samples with these weights: a new LoRA adapter (or reloaded weights)
+        if rows:
+            # the next step samples with these weights: a new LoRA adapter (or reloaded weights) on vLLM
             self.policy_server.publish(self.model, self.step)
             sync_s = self.policy_server.last_sync_s
+            verified.update(self.verifier.after_publish(self.step, self.step))
         t_update = time.perf_counter() - t_up
         rewards = [ep.reward for ep in episodes if ep.reward is not None]
         statuses = Counter(ep.status for ep in episodes)
@@ -461,6 +468,7 @@ class Trainer:
             "lr": self.scheduler.get_last_lr()[0],
             **(_sampler_metrics(engine_before, self.hf_engine.stats) if self.hf_engine is not None else {}),
             "time_weight_sync_s": sync_s,
+            **verified,
             "time_rollout_s": t_roll,
             "time_reward_s": sum(ep.timings.get("reward_s", 0.0) for ep in episodes),
             "time_update_s": t_update,
@@ -555,6 +563,7 @@ class Trainer:
         k = self.cfg.validation.k
         episodes = self._rollouts(self.val_pool, self.val_tasks, k, "validation")
         apply_group_policy(episodes, "keep", failed_reward=self.cfg.reward.failed_reward)
+        self.verifier.check_calls(episodes, self.step)
         self._last_validation = episodes  # the final one is compare_to_base's trained side
         with EpisodeWriter(self.run_dir / "episodes" / f"val_step_{self.step:06d}.jsonl") as w:
             for ep in episodes:
