@@ -94,7 +94,26 @@ def start_spec_server(spec: str, cfg: TrainConfig, seed: int, slots: int, max_ba
                                        slots=slots, max_batch_size=max_batch_size, lora_rank=lora_rank,
                                        full_weight_sync=trained and not lora_rank, weights_version=int(trained),
                                        **options)
+    try:
+        server.identity = _verified_identity(spec, server, model, int(trained))
+    except BaseException:
+        server.close()
+        raise
     return name, server, desc, tokenizer_path, tok
+
+
+def _verified_identity(spec: str, server, model, version: int) -> dict:
+    """The engine holds the policy loaded here, and a run's checkpoint is what the run trained
+    (``run/verify.py``): ``serve`` answers with its digest."""
+    from ..run.checkpoint import resolve_checkpoint
+    from ..run.verify import verify_served
+
+    run, checkpoint = split_run_spec(spec)
+    step = None
+    if version:
+        name = resolve_checkpoint(Path(run), checkpoint).name
+        step = int(name.rsplit("_", 1)[1]) if name.startswith("step_") else None
+    return verify_served(server, model, version, run_dir=run if version else None, checkpoint_step=step)
 
 
 def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, seed: int, workers: int, slots: int,

@@ -354,7 +354,8 @@ class Router(BackgroundServer):
     # -- endpoints ------------------------------------------------------------------------------
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": self.served_name, "object": "model",
-                                                              "owned_by": "agentboost"}]})
+                                                              "owned_by": "agentboost",
+                                                              **_fingerprints(self.policies)}]})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -407,12 +408,14 @@ class Router(BackgroundServer):
                            "prompt_tokens": prompt, "completion_tokens": sampled, "ok": True})
         cid = f"chatcmpl-{uuid.uuid4().hex}"
         headers = {SESSION_HEADER: sid, "X-Agentboost-Arm": arm} if self.ab else {SESSION_HEADER: sid}
+        fingerprint = {"system_fingerprint": self.policies[arm].system_fingerprint}  # the weights that answered
         if not body.get("stream"):
-            return web.json_response(completion(turn, self.served_name, cid), headers=headers)
+            return web.json_response({**completion(turn, self.served_name, cid), **fingerprint}, headers=headers)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **headers})
         await resp.prepare(request)
         for c in chunks(turn, self.served_name, cid, include_usage):
+            c.update(fingerprint)
             await resp.write(b"data: " + json.dumps(c, ensure_ascii=False).encode() + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
@@ -620,6 +623,13 @@ def check_bind(host: str, token: str | None) -> None:
     if not loopback and not token:
         raise ServeInputError(f"--host {host} is not loopback: give --token (or AGENTBOOST_SERVE_TOKEN) so that only "
                               "your clients can call the model")
+
+
+def _fingerprints(policies: dict[str, ServedPolicy]) -> dict[str, Any]:
+    """``/v1/models``' word on the weights served: ``system_fingerprint`` of the one policy, or per arm."""
+    if len(policies) == 1:
+        return {"system_fingerprint": next(iter(policies.values())).system_fingerprint}
+    return {"system_fingerprints": {name: p.system_fingerprint for name, p in policies.items()}}
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
