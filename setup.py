@@ -37,8 +37,11 @@ setup(
         "websockets>=12",  # the GRPO guide's live-update client (examples/guide, its tests); the service uses aiohttp's
     ],
     # pytest-xdist: the suite runs on two workers (README; tests/conftest.py keeps them from oversubscribing the cores);
-    # openai: the gateway's tests and examples drive it with the stock client (the gateway itself needs only aiohttp);
-    # langchain-openai: the gateway's third framework example (examples/gateway/langchain_agent.py) and its test
-    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.6", "hypothesis>=6.100", "openai>=1.0", "langchain-openai>=1.7"]},
+    # the clients the gateway's tests and examples drive it with, none of them written here (the gateway itself needs
+    # only aiohttp): openai (chat completions and Responses), anthropic (Messages), langchain-openai, and the
+    # OpenAI Agents SDK (openai-agents, which caps websockets below 17: nothing here needs more). The clients are
+    # pinned: the tests check the gateway's answers against these versions' own types.
+    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.6", "hypothesis>=6.100", "openai==3.57.0",
+                             "anthropic==2.10.0", "langchain-openai==1.7.4", "openai-agents==0.24.0"]},
     entry_points={"console_scripts": ["agentboost=agentboost.cli:main"]},
 )

@@ -2,7 +2,8 @@
 
 The agent is a command (``python my_agent.py``) or a Python entry point (``module:function``,
 called as ``function(prompt, task)`` in a process of its own). Each episode it is given
-``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` (a gateway session: ``agentboost.gateway``), the task
+``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``, and ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY`` (a
+gateway session: ``agentboost.gateway``, which speaks both vendors' protocols), the task
 (``AGENTBOOST_TASK``, JSON, also on its standard input) and the prompt (``AGENTBOOST_PROMPT``); it
 runs unchanged and returns its output (its standard output, the entry point's return value, or
 ``{"output": ...}`` posted to ``AGENTBOOST_FINISH_URL``). The host scores the episode with the
@@ -36,6 +37,7 @@ class HttpAgentSpec:
     reasoning: str = "auto"
     agent_type: str = "calculator"
     always_extend: bool = False
+    max_request_bytes: int = 1 << 20  # the gateway refuses larger requests (413) before parsing them
     kind: ClassVar[str] = "http"
     # what the host would build for a Strands agent: none here (the agent's own process has its
     # tools and prompt; a sandbox check of host tools has nothing to check)
@@ -52,6 +54,8 @@ class HttpAgentSpec:
                 import_object(self.entry_point, "agent entry point")
             except ImportPathError as e:
                 raise AgentSpecError(str(e)) from None
+        if not isinstance(self.max_request_bytes, int) or self.max_request_bytes < 1024:
+            raise AgentSpecError(f"max_request_bytes must be an integer of at least 1024, got {self.max_request_bytes!r}")
         if not isinstance(self.env, dict) or not all(isinstance(v, str) for v in self.env.values()):
             raise AgentSpecError("env must map names to strings")
         check_model_options(self)
@@ -85,9 +89,9 @@ def spec_from_keys(keys: dict[str, Any]) -> StrandsAgentSpec | HttpAgentSpec:
     kind = keys.pop("kind", "strands") or "strands"
     if kind not in AGENT_KINDS:
         raise AgentSpecError(f"agent.kind must be one of {', '.join(AGENT_KINDS)}, got {kind!r}")
-    http_only = {k: keys.pop(k) for k in ("command", "entry_point", "env") if k in keys}
+    http_only = {k: keys.pop(k) for k in ("command", "entry_point", "env", "max_request_bytes") if k in keys}
     if kind == "strands":
-        given = [k for k, v in http_only.items() if v]
+        given = [k for k, v in http_only.items() if v and v != getattr(HttpAgentSpec, k, None)]
         if given:
             raise AgentSpecError(f"agent.{given[0]} is for agent.kind http (this agent is kind strands)")
         return StrandsAgentSpec(**keys)

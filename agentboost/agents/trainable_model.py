@@ -104,6 +104,7 @@ class TrainableModel(Model):
         self.parsed: list[ParsedOutput] = []
         self.rerenders = 0
         self.always_extend = always_extend
+        self.copy_history = True  # see sample_turn: False where the caller never changes its messages
         self.sequence_budget = sequence_budget
         # always-extend mode: SplitReason value -> how often the template would have re-rendered
         self.forced_extensions: dict[str, int] = {}
@@ -193,10 +194,15 @@ class TrainableModel(Model):
         call.reasoning_status = split.status
         call.calls_in_reasoning = (len(parse_tool_calls(self.parse, split.reasoning, tool_specs).tool_calls)
                                    if split.reasoning else 0)
-        self._prev_messages = copy.deepcopy(list(messages))
+        # Strands changes its message list in place as the agent goes on: kept as a copy. A caller
+        # whose messages never change after the call (the gateway parses each request anew) keeps
+        # them as they are: at a thousand sessions the copies were a fifth of the objects the
+        # garbage collector walks
+        keep = copy.deepcopy if self.copy_history else (lambda x: x)
+        self._prev_messages = keep(list(messages))
         self._prev_prompt_text = prompt_text
         self._prev_response_text = text
-        self._prev_system, self._prev_tools = system_prompt, copy.deepcopy(tool_specs)
+        self._prev_system, self._prev_tools = system_prompt, keep(tool_specs)
 
         truncated = result.finish_reason == "length"
         stop_reason = "max_tokens" if truncated else ("tool_use" if parsed.tool_calls else "end_turn")

@@ -31,13 +31,16 @@ STDERR_TAIL = 2000  # characters of a failed agent's standard error kept in the 
 
 
 def agent_environment(spec: HttpAgentSpec, base_url: str, key: str, finish_url: str, task: dict[str, Any],
-                      prompt: str) -> dict[str, str]:
-    """What the agent is given: the OpenAI client's own variables (an unchanged ``OpenAI()`` client
-    reads them), the task and its prompt, and where to post its output."""
+                      prompt: str, anthropic_base_url: str | None = None) -> dict[str, str]:
+    """What the agent is given: the OpenAI and Anthropic clients' own variables (an unchanged
+    ``OpenAI()`` or ``Anthropic()`` client reads them), the task and its prompt, and where to post
+    its output."""
     env = dict(os.environ)
     env.update(spec.env)
     env.update({"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": key, "AGENTBOOST_FINISH_URL": finish_url,
                 "AGENTBOOST_TASK": json.dumps(task, default=str), "AGENTBOOST_PROMPT": prompt})
+    if anthropic_base_url is not None:
+        env.update({"ANTHROPIC_BASE_URL": anthropic_base_url, "ANTHROPIC_API_KEY": key})
     return env
 
 
@@ -82,7 +85,8 @@ async def run_http_episode(spec: HttpAgentSpec, task: dict[str, Any], sampler: S
     t0 = time.perf_counter()
     gw = Gateway(sampler, renderer, sampling, tool_parser=spec.tool_parser, reasoning=spec.reasoning,
                  max_model_calls=spec.max_model_calls, max_response_tokens=spec.max_response_tokens,
-                 always_extend=always_extend, sequence_budget=sequence_budget)
+                 always_extend=always_extend, sequence_budget=sequence_budget,
+                 max_request_bytes=spec.max_request_bytes)
     await gw.start()  # on this event loop, beside the episode's other work: the sampler is async
     try:
         s = gw.open_session(task, episode_id=episode_id, group_id=group_id or str(task["task_id"]))
@@ -90,7 +94,8 @@ async def run_http_episode(spec: HttpAgentSpec, task: dict[str, Any], sampler: S
         out = ""
         try:
             prompt = env.first_message(task) if env is not None else task["question"]
-            agent_env = agent_environment(spec, gw.base_url(s), s.key, f"{gw.url}/s/{s.id}/finish", task, prompt)
+            agent_env = agent_environment(spec, gw.base_url(s), s.key, f"{gw.url}/s/{s.id}/finish", task, prompt,
+                                          anthropic_base_url=gw.base_url(s, api="anthropic"))
             code, out, err = await _run_agent(spec, agent_env, json.dumps(task, default=str).encode())
         except Exception as e:  # a command that cannot start, a task without its prompt: recorded
             status = (Status.ERROR, f"agent: {type(e).__name__}: {e}")
@@ -114,7 +119,8 @@ async def run_http_episode(spec: HttpAgentSpec, task: dict[str, Any], sampler: S
         ep.status, ep.error = status
     if ep.status == Status.OK and not ep.calls:
         ep.status, ep.error = Status.ERROR, ("the agent made no model call through the gateway (does it read "
-                                             "OPENAI_BASE_URL and OPENAI_API_KEY?)")
+                                             "OPENAI_BASE_URL and OPENAI_API_KEY, or ANTHROPIC_BASE_URL and "
+                                             "ANTHROPIC_API_KEY?)")
     if output is not None:
         ep.metadata["agent_output"] = output
         # what the agent returned is its answer (it may post-process the model's last turn)

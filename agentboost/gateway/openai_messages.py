@@ -1,61 +1,66 @@
-"""OpenAI chat-completions requests -> the trainable model's (Strands) messages, and sampled turns
--> chat-completions responses and stream chunks.
+"""OpenAI chat completions (``/v1/chat/completions``): requests -> the trainable model's (Strands)
+messages, and sampled turns -> chat-completions responses and stream chunks.
 
 The conversion is lossless for what the renderer shows the model: text, reasoning a client sends
 back (``reasoning_content`` or ``reasoning``), tool calls with their ids and parsed arguments, tool
 results. What cannot be rendered as the policy would see it (images, a system message in the
-middle) is refused with a one-line reason, never dropped.
+middle) is refused with a one-line reason, never dropped. ``logprobs`` is honoured (every sampled
+token's log-prob, as recorded); the fields of the request are checked as ``protocol.py`` says.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from typing import Any
+from typing import Any, Iterable
 
 from ..agents.trainable_model import SampledTurn
+from .protocol import (
+    BadRequest,
+    Call,
+    Protocol,
+    Reply,
+    add_tool_results,
+    check_fields,
+    check_no_top_logprobs,
+    check_stream,
+    opt,
+    refuse_constrained,
+    refuse_forced_tool_choice,
+    sse,
+    text_of_parts,
+    token_logprobs,
+    tool_arguments,
+    tool_result,
+    tool_specs,
+)
 
-# the run's sampling settings always win: these, when a client sends them, are logged and ignored
+# the run's sampling settings always win: these, when a client sends them, are counted and ignored
 IGNORED_SETTINGS = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "stop", "seed",
                     "frequency_penalty", "presence_penalty", "logit_bias", "top_k", "min_p",
-                    "repetition_penalty")
+                    "repetition_penalty", "reasoning_effort", "verbosity")
+HONOURED = ("messages", "tools", "tool_choice", "n", "response_format", "stream", "stream_options", "logprobs",
+            "top_logprobs", "user", "parallel_tool_calls")
+NO_EFFECT = ("model", "metadata", "store", "service_tier", "prompt_cache_key", "prompt_cache_retention",
+             "prompt_cache_options", "safety_identifier", "moderation")
+REFUSED = {"functions": "give 'tools' (the legacy 'functions' form is not served)",
+           "function_call": "give 'tool_choice' (the legacy 'function_call' form is not served)",
+           "audio": "only text is served", "modalities": "only text is served",
+           "prediction": "a predicted output changes what is sampled",
+           "web_search_options": "the policy has no hosted search"}
 
-
-class BadRequest(ValueError):
-    """A request the gateway refuses (HTTP 400); the message is the one-line reason."""
+__all__ = ["BadRequest", "ChatCompletions", "to_strands", "check_request", "completion", "chunks"]
 
 
 def _text_parts(content: Any, where: str) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise BadRequest(f"{where}: 'content' must be a string or a list of text parts")
-    parts = []
-    for part in content:
-        if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-            raise BadRequest(f"{where}: only text content is served (got a part of type {kind!r})")
-        parts.append(part["text"])
-    return "\n".join(parts)
+    return text_of_parts(content, where, ("text",))
 
 
 def _tool_call(tc: Any, where: str) -> dict[str, Any]:
     fn = tc.get("function") if isinstance(tc, dict) else None
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
         raise BadRequest(f"{where}: each tool call needs a function with a name")
-    args = fn.get("arguments")
-    if isinstance(args, str):
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
-            raise BadRequest(f"{where}: the arguments of tool call {fn['name']!r} are not valid JSON") from None
-    if args is None:
-        args = {}
-    if not isinstance(args, dict):
-        raise BadRequest(f"{where}: the arguments of tool call {fn['name']!r} must be a JSON object")
-    return {"toolUse": {"toolUseId": tc.get("id"), "name": fn["name"], "input": args}}
+    return {"toolUse": {"toolUseId": tc.get("id"), "name": fn["name"],
+                        "input": tool_arguments(fn.get("arguments"), fn["name"], where)}}
 
 
 def to_strands(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None, list[dict[str, Any]] | None]:
@@ -90,49 +95,72 @@ def to_strands(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None, 
             blocks.extend(_tool_call(tc, where) for tc in calls)
             out.append({"role": "assistant", "content": blocks})
         elif role == "tool":
-            result = {"toolResult": {"toolUseId": m.get("tool_call_id"), "status": "success",
-                                     "content": [{"text": _text_parts(m.get("content"), where)}]}}
-            prev = out[-1] if out else None
-            # consecutive tool messages are one Strands user message of results, as Strands keeps them
-            if prev is not None and prev["role"] == "user" and all("toolResult" in b for b in prev["content"]):
-                prev["content"].append(result)
-            else:
-                out.append({"role": "user", "content": [result]})
+            add_tool_results(out, [tool_result(m.get("tool_call_id"), _text_parts(m.get("content"), where))])
         else:
             raise BadRequest(f"{where}: unknown role {role!r}")
     return out, ("\n\n".join(system) if system else None), _tool_specs(body.get("tools"))
 
 
 def _tool_specs(tools: Any) -> list[dict[str, Any]] | None:
-    if not tools:
-        return None
-    if not isinstance(tools, list):
-        raise BadRequest("'tools' must be a list")
-    specs = []
-    for i, t in enumerate(tools):
-        fn = t.get("function") if isinstance(t, dict) and t.get("type", "function") == "function" else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise BadRequest(f"tools[{i}]: expected {{'type': 'function', 'function': {{'name': ..., ...}}}}")
-        specs.append({"name": fn["name"], "description": fn.get("description") or "",
-                      "inputSchema": {"json": fn.get("parameters") or {}}})
-    return specs
+    def function(t: dict[str, Any]) -> dict[str, Any] | None:
+        fn = t.get("function")
+        return fn if t.get("type", "function") == "function" and isinstance(fn, dict) else None
+
+    return tool_specs(tools, function, "expected {'type': 'function', 'function': {'name': ..., ...}}")
 
 
 def check_request(body: dict[str, Any]) -> list[str]:
-    """Refuse what the gateway cannot honour and still train on (BadRequest); return the sampling
-    settings the client set, which are ignored (the run's settings win)."""
+    """Refuse what the gateway cannot honour and still train on, a malformed optional field or one
+    chat completions does not define (BadRequest); return the sampling settings the client set,
+    which are ignored (the run's settings win)."""
+    ignored = check_fields(body, "chat completions", HONOURED, NO_EFFECT, IGNORED_SETTINGS, REFUSED)
     n = body.get("n", 1)
     if n not in (1, None):
         raise BadRequest(f"'n' must be 1 (got {n!r}): one episode samples one answer per call")
-    choice = body.get("tool_choice")
-    if choice not in (None, "auto"):
-        raise BadRequest(f"'tool_choice' {json.dumps(choice)} is not served: a forced or disabled tool choice "
-                         "changes what the policy may sample, so the call could not be trained on")
-    fmt = body.get("response_format")
-    if fmt not in (None, {"type": "text"}):
-        raise BadRequest("'response_format' is not served: constrained decoding would sample from another "
-                         "distribution than the policy's")
-    return [k for k in IGNORED_SETTINGS if body.get(k) is not None]
+    if body.get("tool_choice") not in (None, "auto"):
+        refuse_forced_tool_choice(body["tool_choice"])
+    if body.get("response_format") not in (None, {"type": "text"}):
+        refuse_constrained("response_format")
+    check_stream(body)
+    options = opt(body, "stream_options", dict, "an object such as {\"include_usage\": true}") or {}
+    opt(options, "include_usage", bool, "true or false")
+    opt(body, "logprobs", bool, "true or false")
+    check_no_top_logprobs(body)
+    opt(body, "user", str, "a string")
+    if opt(body, "parallel_tool_calls", bool, "true or false") is False:
+        ignored.append("parallel_tool_calls")  # the policy samples as many calls as it writes: counted
+    return ignored
+
+
+class ChatCompletions(Protocol):
+    name = "OpenAI chat completions"
+    route = "/chat/completions"
+    id_prefix = "chatcmpl-"
+
+    def parse(self, body: Any) -> Call:
+        ignored = check_request(body)
+        messages, system, tools = to_strands(body)
+        return Call(messages, system, tools, ignored, stream=check_stream(body), user=body.get("user"),
+                    options={"include_usage": bool((body.get("stream_options") or {}).get("include_usage")),
+                             "logprobs": bool(body.get("logprobs"))})
+
+    def answer(self, turn: SampledTurn, call: Call, reply: Reply) -> dict[str, Any]:
+        out = completion(turn, reply.model, reply.id, reply.created)
+        if call.options.get("logprobs"):
+            out["choices"][0]["logprobs"] = {"content": token_logprobs(turn, reply), "refusal": None}
+        if reply.system_fingerprint:
+            out["system_fingerprint"] = reply.system_fingerprint
+        return out
+
+    def events(self, turn: SampledTurn, call: Call, reply: Reply) -> Iterable[bytes]:
+        out = chunks(turn, reply.model, reply.id, call.options.get("include_usage", False), reply.created)
+        if call.options.get("logprobs"):  # on the first chunk: the turn's tokens, all of them
+            out[0]["choices"][0]["logprobs"] = {"content": token_logprobs(turn, reply), "refusal": None}
+        for c in out:
+            if reply.system_fingerprint:  # as OpenAI sends it: on every chunk
+                c["system_fingerprint"] = reply.system_fingerprint
+            yield sse(None, c)
+        yield b"data: [DONE]\n\n"
 
 
 def finish_reason(turn: SampledTurn) -> str:
@@ -149,7 +177,7 @@ def usage(turn: SampledTurn) -> dict[str, int]:
     return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
 
 
-def completion(turn: SampledTurn, model: str, completion_id: str) -> dict[str, Any]:
+def completion(turn: SampledTurn, model: str, completion_id: str, created: int) -> dict[str, Any]:
     """The non-streaming response: the content, the reasoning apart (as vLLM's reasoning parsers
     return it), every parallel tool call."""
     message: dict[str, Any] = {"role": "assistant",
@@ -158,16 +186,15 @@ def completion(turn: SampledTurn, model: str, completion_id: str) -> dict[str, A
         message["reasoning_content"] = turn.reasoning
     if turn.tool_calls:
         message["tool_calls"] = _tool_calls(turn)
-    return {"id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": model,
+    return {"id": completion_id, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(turn)}],
             "usage": usage(turn)}
 
 
-def chunks(turn: SampledTurn, model: str, completion_id: str, include_usage: bool) -> list[dict[str, Any]]:
+def chunks(turn: SampledTurn, model: str, completion_id: str, include_usage: bool, created: int) -> list[dict[str, Any]]:
     """The same turn as stream chunks: the role, the reasoning, the content, each tool call whole,
-    the finish reason, then the usage when asked for. The turn is sampled before the first chunk,
-    so a streamed call records exactly what a non-streamed one does."""
-    head = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    the finish reason, then the usage when asked for."""
+    head = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model}
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}

@@ -1,20 +1,24 @@
-"""The gateway's HTTP server: ``/v1/chat/completions`` (streaming and not, tools, parallel tool
-calls) and ``/v1/models``, one session per episode.
+"""The gateway's HTTP server: OpenAI chat completions (``/v1/chat/completions``), OpenAI Responses
+(``/v1/responses``) and Anthropic Messages (``/v1/messages``), streaming and not, with tools and
+parallel tool calls, and ``/v1/models``; one session per episode.
 
-A request names its session by path (``/s/{session}/v1/...``), by its per-episode bearer key
-(``Authorization: Bearer <key>`` on ``/v1/...``) or by the ``X-Agentboost-Session`` header. An
-unknown session is 401, a finished one 409; bad input is 400 with a one-line reason. The run's
-sampling settings always win: a client's temperature, top-p, max tokens, stop or seed are counted
-in the record (``metadata.gateway.ignored_client_settings``) and change nothing.
+A request names its session by path (``/s/{session}/v1/...``: the path is a capability, 128 random
+bits, never logged), by its per-episode key (``Authorization: Bearer <key>`` or Anthropic's
+``x-api-key``, on ``/v1/...``) or by the ``X-Agentboost-Session`` header. A key given beside a
+session path must be that session's. An unknown session or a wrong key is 401, a finished session
+409; bad input is 400 with a one-line reason; a body past ``max_request_bytes`` is 413 before
+anything is parsed. The run's sampling settings always win: a client's temperature, top-p, max
+tokens, stop or seed are counted in the record (``metadata.gateway.ignored_client_settings``) and
+change nothing. Every protocol goes through the same session and trainable model, so the record is
+the same whichever one the client speaks.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import hmac
 import logging
 import threading
-import uuid
 from typing import Any
 
 from aiohttp import web
@@ -24,34 +28,57 @@ from ..agents.trainable_model import EpisodeLimitReached, PromptTooLong, Trainab
 from ..episodes.record import Episode, Status
 from ..sampling.completions_server import BackgroundServer
 from ..sampling.protocol import PromptTooLongError, Sampler, SamplerError, SamplingParams
-from .openai_messages import BadRequest, check_request, chunks, completion, to_strands
+from .anthropic_messages import Messages
+from .openai_messages import ChatCompletions
+from .openai_responses import Responses
+from .protocol import BadRequest, Protocol, Reply, TooLarge, error, read_json, send
 from .session import Session, SessionState
 
 log = logging.getLogger(__name__)
 SESSION_HEADER = "X-Agentboost-Session"
-MAX_REQUEST_BYTES = 64 * 1024 * 1024  # an agent's whole history comes with every call
+# an agent's whole history comes with every call: a 32k-token context is about 130 KiB of text, and
+# a larger body would only be tokenised for seconds before the context limit refused it
+MAX_REQUEST_BYTES = 1 << 20
+PROTOCOLS: tuple[Protocol, ...] = (ChatCompletions(), Responses(), Messages())
+
+
+def request_key(request: web.Request) -> str | None:
+    """The key a request carries: a bearer token, or Anthropic's ``x-api-key``."""
+    auth = request.headers.get("Authorization", "")
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    return request.headers.get("x-api-key") or None
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
 
 
 class Gateway(BackgroundServer):
     """``open_session(task)`` -> a session whose ``base_url(gateway)`` and ``key`` the agent gets;
     ``finish(session)`` -> its episode record. Every session samples from ``sampler`` with the
     run's ``sampling`` settings through a trainable model built as ``model_options`` say
-    (``tool_parser``, ``reasoning``, ``max_model_calls``, ``max_response_tokens``)."""
+    (``tool_parser``, ``reasoning``, ``max_model_calls``, ``max_response_tokens``).
+    ``max_request_bytes``: larger bodies get 413."""
 
     _thread_name = "agentboost-gateway"
     _handler_cancellation = True  # a client gone mid-call: the call is cancelled, the episode incomplete
 
     def __init__(self, sampler: Sampler, renderer: ChatRenderer, sampling: SamplingParams,
-                 model_name: str = "agentboost-policy", **model_options: Any):
+                 model_name: str = "agentboost-policy", max_request_bytes: int = MAX_REQUEST_BYTES,
+                 **model_options: Any):
         self.sampler, self.renderer, self.sampling = sampler, renderer, sampling
         self.model_name = model_name
         self.model_options = model_options
         self.sessions: dict[str, Session] = {}
         self._by_key: dict[str, Session] = {}
         self._registry = threading.Lock()  # sessions open and finish from the host's threads
-        self.app = web.Application(client_max_size=MAX_REQUEST_BYTES)
+        self.app = web.Application(client_max_size=max_request_bytes)
         for prefix in ("/s/{session}/v1", "/v1"):
-            self.app.router.add_post(prefix + "/chat/completions", self._chat)
+            for protocol in PROTOCOLS:
+                self.app.router.add_post(prefix + protocol.route, self._handler(protocol))
             self.app.router.add_get(prefix + "/models", self._models)
         self.app.router.add_post("/s/{session}/finish", self._finish)
         self.app.router.add_post("/finish", self._finish)
@@ -78,11 +105,13 @@ class Gateway(BackgroundServer):
             self._by_key[s.key] = s
         return s
 
-    def base_url(self, session: Session, by: str = "path") -> str:
-        """The base URL an OpenAI client is given: the session in the path, or (``by="key"``) the
-        plain ``/v1`` where the bearer key names it."""
+    def base_url(self, session: Session, by: str = "path", api: str = "openai") -> str:
+        """The base URL a client is given: the session in the path, or (``by="key"``) the plain
+        root where the key names it. ``api="anthropic"``: without the ``/v1``, which Anthropic's
+        clients add themselves."""
         assert self.url is not None, "the gateway is not serving"
-        return f"{self.url}/s/{session.id}/v1" if by == "path" else f"{self.url}/v1"
+        root = f"{self.url}/s/{session.id}" if by == "path" else self.url
+        return root if api == "anthropic" else root + "/v1"
 
     def finish(self, session: Session | str) -> Episode:
         """Close the session (later calls get 409) and return its episode record."""
@@ -94,8 +123,7 @@ class Gateway(BackgroundServer):
 
     def _session(self, request: web.Request) -> Session:
         sid = request.match_info.get("session") or request.headers.get(SESSION_HEADER)
-        auth = request.headers.get("Authorization", "")
-        key = auth[7:].strip() if auth[:7].lower() == "bearer " else None
+        key = request_key(request)
         with self._registry:
             s = self.sessions.get(sid) if sid else None
             if s is None and not sid and key:
@@ -103,81 +131,97 @@ class Gateway(BackgroundServer):
                 if s is None:  # a finished session's key no longer names it: look it up for the 409
                     s = next((x for x in self.sessions.values() if x.key == key), None)
         if s is None:
-            raise web.HTTPUnauthorized(text=_error_text(401, "unknown session: give the episode's base URL "
-                                                              "(/s/{session}/v1) or its key as the bearer token"),
-                                       content_type="application/json")
+            raise _Refused(401, "unknown session: give the episode's base URL (/s/{session}/v1) or its key as "
+                                "the bearer token (or x-api-key)")
+        if key is not None and not hmac.compare_digest(key.encode(), s.key.encode()):
+            # the path is a capability; a key beside it is checked, never ignored
+            raise _Refused(401, "the key given is not this session's (give the session's own key, or none "
+                                "with the session path)")
         if s.state != SessionState.OPEN:
-            raise web.HTTPConflict(text=_error_text(409, f"session {s.id} is finished: its episode is recorded"),
-                                   content_type="application/json")
+            raise _Refused(409, f"session of episode {s.episode_id} is finished: its episode is recorded")
         return s
 
     # -- endpoints --------------------------------------------------------------------------
     async def _models(self, request: web.Request) -> web.Response:
         if request.match_info.get("session") or request.headers.get(SESSION_HEADER):
-            self._session(request)
+            try:
+                self._session(request)
+            except _Refused as e:
+                return error(PROTOCOLS[0], e.status, e.message)
         return web.json_response({"object": "list", "data": [{"id": self.model_name, "object": "model",
                                                               "owned_by": "agentboost"}]})
 
     async def _finish(self, request: web.Request) -> web.Response:
         """The agent's own end of the episode: ``{"output": ...}`` is kept with the record."""
-        s = self._session(request)
         try:
-            body = await request.json() if request.can_read_body else {}
-        except ValueError:
-            return _error(400, "request body is not valid JSON")
+            s = self._session(request)
+            body = await read_json(request, "Gateway(max_request_bytes=...)") if request.can_read_body else {}
+        except _Refused as e:
+            return error(PROTOCOLS[0], e.status, e.message)
+        except TooLarge as e:
+            return error(PROTOCOLS[0], 413, str(e))
+        except BadRequest as e:
+            return error(PROTOCOLS[0], 400, str(e))
         s.output = body.get("output") if isinstance(body, dict) else body
         self.finish(s)
         return web.json_response({"episode_id": s.episode_id, "status": "finished"})
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        s = self._session(request)
+    def _handler(self, protocol: Protocol):
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return await self._call(request, protocol)
+
+        return handle
+
+    async def _call(self, request: web.Request, protocol: Protocol) -> web.StreamResponse:
+        """One model call in any protocol: the session, the request parsed by the protocol, the
+        call through the session's trainable model, the answer in the protocol's form."""
         try:
-            body = await request.json()
-        except ValueError:
-            return _error(400, "request body is not valid JSON")
-        try:
-            if not isinstance(body, dict):
-                raise BadRequest("request body must be a JSON object")
-            ignored = check_request(body)
-            messages, system, tool_specs = to_strands(body)
+            s = self._session(request)
+            body = await read_json(request, "Gateway(max_request_bytes=...)")
+            call = protocol.parse(body)
+            if call.previous_response_id is not None:
+                try:
+                    call.messages = [*s.history(call.previous_response_id), *call.messages]
+                except KeyError:
+                    raise BadRequest(f"previous_response_id {call.previous_response_id!r} is not a response this "
+                                     "session kept (store: false, or another session's)") from None
+        except _Refused as e:
+            return error(protocol, e.status, e.message)
+        except TooLarge as e:
+            return error(protocol, 413, str(e))
         except BadRequest as e:
-            return _error(400, str(e))
-        if ignored:
-            s.ignored_settings.update(ignored)
-            log.info("session %s: client sampling settings %s ignored (the run's settings win)", s.id, ignored)
+            return error(protocol, 400, str(e))
+        if call.ignored:
+            s.ignored_settings.update(call.ignored)
+            log.info("episode %s: client settings %s ignored (the run's settings win)", s.episode_id, call.ignored)
         if s.lock is None:
             s.lock = asyncio.Lock()
+        reply = Reply(self.model_name, protocol.new_id(), self._token_text)
         async with s.lock:
             if s.state != SessionState.OPEN:
-                return _error(409, f"session {s.id} is finished: its episode is recorded")
+                return error(protocol, 409, f"session of episode {s.episode_id} is finished: its episode is recorded")
             try:
-                turn = await s.call(messages, system, tool_specs)
+                keep = reply.id if protocol.keeps_responses and call.options.get("store", True) else None
+                turn = await s.call(call.messages, call.system, call.tools, keep_as=keep)
             except (EpisodeLimitReached, PromptTooLong, PromptTooLongError) as e:
                 s.failure = (Status.TRUNCATED, str(e))
-                return _error(400, f"the episode ended: {e}")
+                return error(protocol, 400, f"the episode ended: {e}")
             except SamplerError as e:
                 s.failure = (Status.ERROR, f"sampler: {e}")
-                return _error(502, f"the policy could not sample: {e}")
+                return error(protocol, 502, f"the policy could not sample: {e}")
             except asyncio.CancelledError:
                 s.incomplete = "the client disconnected during a call"
                 raise
-        cid = f"chatcmpl-{uuid.uuid4().hex}"
-        if not body.get("stream"):
-            if request.transport is None or request.transport.is_closing():
-                s.incomplete = "the client disconnected before the answer reached it"
-            return web.json_response(completion(turn, self.model_name, cid))
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        if not call.stream and (request.transport is None or request.transport.is_closing()):
+            s.incomplete = "the client disconnected before the answer reached it"
         try:
-            await resp.prepare(request)
-            for c in chunks(turn, self.model_name, cid, include_usage):
-                await resp.write(b"data: " + json.dumps(c, ensure_ascii=False).encode() + b"\n\n")
-            await resp.write(b"data: [DONE]\n\n")
-            await resp.write_eof()
+            return await send(request, protocol, turn, call, reply)
         except (ConnectionError, asyncio.CancelledError):
             s.incomplete = "the client disconnected during a streamed answer"
             raise
-        return resp
+
+    def _token_text(self, token_id: int) -> str:
+        return self.renderer.decode([token_id])
 
     # -- running ----------------------------------------------------------------------------
 
@@ -188,13 +232,3 @@ class Gateway(BackgroundServer):
 
     def __exit__(self, *exc: object) -> None:
         self.stop_thread()
-
-
-def _error_text(status: int, message: str) -> str:
-    return json.dumps({"error": {"message": message, "type": "invalid_request_error", "code": status}})
-
-
-def _error(status: int, message: str) -> web.Response:
-    return web.Response(status=status, text=_error_text(status, message), content_type="application/json")
-
-

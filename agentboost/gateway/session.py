@@ -58,6 +58,9 @@ class Session:
     last_messages: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
     lock: asyncio.Lock | None = None  # created on the gateway's loop: one call at a time per session
+    # Responses API: response id -> the conversation it ends (its input and its answer), which a
+    # later request's previous_response_id continues
+    responses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def lineage_for(self, messages: list[dict[str, Any]], system: str | None) -> Lineage:
         for lineage in reversed(self.lineages):
@@ -68,16 +71,25 @@ class Session:
             prev = last.model._prev_messages or []
             if prev and extends_history(messages, prev):
                 return last  # the same conversation under another system prompt: a counted split
-        lineage = Lineage(self.new_model())
+        model = self.new_model()
+        model.copy_history = False  # each request's messages are parsed anew and never changed afterwards
+        lineage = Lineage(model)
         self.lineages.append(lineage)
         return lineage
 
+    def history(self, response_id: str) -> list[dict[str, Any]]:
+        """The conversation a kept response ends (KeyError when this session gave no such response,
+        or was asked not to keep it)."""
+        return self.responses[response_id]
+
     async def call(self, messages: list[dict[str, Any]], system: str | None,
-                   tool_specs: list[dict[str, Any]] | None) -> SampledTurn:
-        """One model call of this episode through the trainable model's core. An identical resend
-        of the lineage's last request (a client retrying after a lost answer) replaces that call."""
+                   tool_specs: list[dict[str, Any]] | None, keep_as: str | None = None) -> SampledTurn:
+        """One model call of this episode through the trainable model's core, whatever protocol the
+        request came in. An identical resend of the lineage's last request (a client retrying after
+        a lost answer) replaces that call. ``keep_as``: the answer's id, under which the
+        conversation it ends is kept for a later ``previous_response_id``."""
         lineage = self.lineage_for(messages, system)
-        # each request's messages are parsed anew (openai_messages.to_strands) and never changed
+        # each request's messages are parsed anew (by its protocol's module) and never changed
         # afterwards: kept and compared as they are, no copy (a call's overhead; the trainable
         # model keeps its own copy)
         key = (messages, system, tool_specs)
@@ -87,6 +99,8 @@ class Session:
         turn = await lineage.model.sample_turn(messages, tool_specs, system)
         lineage.last_request, lineage.last_turn = key, turn
         self.last_messages = [*messages, {"role": "assistant", "content": turn.blocks()}]
+        if keep_as is not None:
+            self.responses[keep_as] = self.last_messages
         return turn
 
     def episode(self) -> Episode:

@@ -18,7 +18,7 @@ def agent_spec(cfg: TrainConfig) -> StrandsAgentSpec | HttpAgentSpec:
                            "system_prompt": a.system_prompt if a.system_prompt is not None else DEFAULT_SYSTEM_PROMPT,
                            "max_model_calls": a.max_model_calls, "max_response_tokens": a.max_response_tokens,
                            "timeout_s": a.timeout_s, "agent_type": a.agent_type, "reasoning": a.reasoning,
-                           "tool_parser": a.tool_parser})
+                           "tool_parser": a.tool_parser, "max_request_bytes": a.max_request_bytes})
     if isinstance(spec, HttpAgentSpec):
         if a.prompt_policy:
             raise AgentSpecError("agent.prompt_policy sets the prompt of an agent agentboost builds; an http "

@@ -62,6 +62,9 @@ class AgentConfig:
     command: str = ""
     # kind http, instead of command: module:function(prompt, task) -> answer, run in a process of its own
     entry_point: str = ""
+    # kind http: the gateway answers a larger request 413 before parsing it (a whole history comes with
+    # every call: a 32k-token context is about 130 KiB)
+    max_request_bytes: int = 1 << 20
     # the agent's @tool functions, as import paths (module:function or a module's tools)
     tools: list[str] = field(default_factory=lambda: ["agentboost.tools.calculator:calculator"])
     system_prompt: str | None = None  # None: the StrandsAgentSpec default
@@ -234,6 +237,11 @@ class RunConfig:
     # a step in which this share of episodes failed (timeout, crash, error) stops the run with the
     # commonest errors (run/health.py); 1.0: only a step in which every episode failed
     max_failed_share: float = 1.0
+    # the merge-rate gate: a share of the run's episodes split (recorded as more than one training
+    # sequence: a client that rewrote its history, a template that re-renders) above this stops the run,
+    # naming the commonest split reasons (run/health.py); 1.0: off
+    max_split_share: float = 1.0
+    split_gate_min_episodes: int = 16  # the merge-rate gate waits for the run to have this many episodes
     # after SIGTERM the step in progress may finish (then a checkpoint) for this long; past it (or
     # at a second SIGTERM) the step is abandoned and the run stops at its last checkpoint
     stop_grace_s: float = 120.0
@@ -597,6 +605,7 @@ BOUNDS: dict[str, tuple[float | None, float | None, bool, bool]] = {
     "agent.max_model_calls": (1, None, True, False),
     "agent.max_response_tokens": (1, None, True, False),
     "agent.timeout_s": (0, None, False, False),
+    "agent.max_request_bytes": (1024, None, True, False),
     "sampling.temperature": (0, 10, False, True),
     "sampling.top_p": (0, 1, False, True),
     "validation.every": (0, None, True, False),
@@ -632,6 +641,8 @@ BOUNDS: dict[str, tuple[float | None, float | None, bool, bool]] = {
     "run.prometheus_port": (0, 65535, True, True),
     "run.stop_grace_s": (0, None, True, False),
     "run.max_failed_share": (0, 1, False, True),
+    "run.max_split_share": (0, 1, True, True),
+    "run.split_gate_min_episodes": (1, None, True, False),
     "rollout.vllm_kv_cache_gib": (0, None, False, False),
     "rollout.vllm_max_model_len": (0, None, True, False),
     "rollout.vllm_startup_timeout_s": (0, None, False, False),

@@ -98,6 +98,45 @@ def check_episode_failures(episodes: list[Episode], max_failed_share: float, ste
                              f"{max_failed_share:g}); commonest: {failure_reasons(episodes)}")
 
 
+class TooManySplits(RunFailed):
+    """The run's share of split episodes passed ``run.max_split_share``: what is trained is many
+    short sequences instead of whole episodes (a client rewriting its history, a template that
+    re-renders), which the run would otherwise hide in its metrics."""
+
+
+class SplitGate:
+    """The merge-rate gate: counts the run's episodes (those with a model call) and the split ones
+    (more than one training sequence) with their reasons; ``check`` fails the run once it has
+    ``min_episodes`` and the split share is above ``max_share`` (1.0: never)."""
+
+    def __init__(self, max_share: float, min_episodes: int = 16):
+        self.max_share, self.min_episodes = max_share, min_episodes
+        self.episodes = self.split = 0
+        self.reasons: Counter = Counter()
+
+    def add(self, episodes: list[Episode]) -> None:
+        for ep in episodes:
+            if not ep.calls:
+                continue
+            self.episodes += 1
+            if ep.num_splits > 0:
+                self.split += 1
+                self.reasons.update(ep.split_reasons)
+
+    @property
+    def share(self) -> float:
+        return self.split / self.episodes if self.episodes else 0.0
+
+    def check(self, step: int) -> None:
+        if self.max_share >= 1.0 or self.episodes < self.min_episodes or self.share <= self.max_share:
+            return
+        top = ", ".join(f"{r} ({n})" for r, n in self.reasons.most_common(3)) or "none recorded"
+        raise TooManySplits(f"step {step}: {self.split} of the run's {self.episodes} episodes split into several "
+                            f"training sequences ({self.share:.0%} > run.max_split_share={self.max_share:g}); "
+                            f"commonest split reasons: {top} (docs/gateway.md says what each means and how to "
+                            "keep an agent's history whole)")
+
+
 def step_warnings(episodes: list[Episode], all_equal_groups: int, groups: int) -> list[str]:
     """Warnings for a step that teaches little (the run goes on)."""
     out = []

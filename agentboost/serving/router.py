@@ -1,20 +1,24 @@
-"""``agentboost serve``'s front: one policy, or two arms of an A/B test, behind the OpenAI chat API.
+"""``agentboost serve``'s front: one policy, or two arms of an A/B test, behind the OpenAI chat,
+OpenAI Responses and Anthropic Messages APIs.
 
-Routes: ``POST /v1/chat/completions`` (streaming and not, tools, parallel tool calls), ``GET
+Routes: ``POST /v1/chat/completions``, ``POST /v1/responses`` and ``POST /v1/messages`` (streaming
+and not, tools, parallel tool calls; the gateway's protocols, ``gateway/protocol.py``), ``GET
 /v1/models``, ``POST /v1/feedback`` (a session's outcome), ``GET /v1/ab`` (the configuration and the
 live report), ``POST /v1/ab/split`` (a new split, logged), ``GET /metrics`` (Prometheus, per arm),
 and on a reconfigurable router (``serve --reconfigurable``, what the job service's deployments run)
 ``POST /v1/admin/arms`` (new arms, loaded while the old ones keep serving, or a new split).
 
-Requests and answers are translated by the gateway's own functions (``gateway/openai_messages.py``)
+Requests and answers are translated by the gateway's own protocol modules (``gateway/``)
 and each session keeps the gateway's per-session trainable-model state (``gateway/session.py``), so
 a served policy sees its conversation rendered exactly as in training and validation: the turns it
 sampled come back as the tokens it sampled. Nothing is recorded for training; sessions idle the
 longest are forgotten beyond ``max_sessions``.
 
-A session is named by the ``X-Agentboost-Session`` header (a client's conversation id); without it
-each request is a session of its own, whose id comes back in that header (for feedback). The arm
-is sticky: it is drawn once per user (the request's ``user`` field) or else per session, when the
+A session is named by the ``X-Agentboost-Session`` header (a client's conversation id), or, for a
+Responses request, by its ``previous_response_id`` (the session that gave that response); without
+either each request is a session of its own, whose id comes back in that header (for feedback). The
+arm is sticky: it is drawn once per user (the request's ``user``, ``safety_identifier`` or
+Anthropic's ``metadata.user_id``) or else per session, when the
 key is first seen, and kept. The n-th new key draws ``u_n = frac(r + n * phi)`` (the golden-ratio
 sequence from a start ``r`` given by the salt) and goes to the experiment when ``u_n < split``: a
 low-discrepancy sequence, so the observed share follows the setting within a point or two after a
@@ -24,8 +28,10 @@ arrivals, so neither arm gets the early or the late traffic.
 
 Assignments outlive the process: they are in the event log, and a router started again on the same
 log with the same arms takes them back (and the salt, the draw count and the split in force), so a
-session or user stays on its arm across a restart. New arms are a new test: a new ``config`` event,
-from which ``ab report`` counts.
+session or user stays on its arm across a restart. The split in force survives a restart given the
+split the test started with (the same command line run again); another split given on purpose
+replaces it, logged ``by: restart`` and said in a warning. New arms are a new test: a new
+``config`` event, from which ``ab report`` counts.
 
 Safe by default: loopback unless told otherwise, a bearer token (required off loopback), a
 request size limit (413), a rate limit (429) per user (the request's ``user``), else per session
@@ -50,8 +56,8 @@ from aiohttp import web
 
 from ..agents.trainable_model import EpisodeLimitReached, PromptTooLong, TrainableModel
 from ..errors import InputError
-from ..gateway.openai_messages import BadRequest, check_request, chunks, completion, to_strands
-from ..gateway.server import SESSION_HEADER
+from ..gateway.protocol import BadRequest, Protocol, Reply, TooLarge, error, read_json, send
+from ..gateway.server import PROTOCOLS, SESSION_HEADER, request_key
 from ..gateway.session import Session
 from ..sampling.completions_server import BackgroundServer
 from ..sampling.protocol import PromptTooLongError, SamplerError
@@ -75,6 +81,7 @@ def check_split(split: Any) -> float:
     return value
 
 
+WEIGHTS_HEADER = "X-Agentboost-Weights"  # every answer's served weights: version and verified digest
 PHI = (5 ** 0.5 - 1) / 2  # the golden ratio's fractional part: the most even rotation of [0, 1)
 
 
@@ -183,7 +190,8 @@ def earlier_test(path: Path | None, specs: dict[str, str]) -> dict[str, Any] | N
         kind = r.get("event")
         if kind == "config":
             test = {"specs": {n: a.get("spec") for n, a in (r.get("arms") or {}).items()}, "salt": r.get("salt"),
-                    "split": r.get("split"), "min_effect": r.get("min_effect"), "assign": []}
+                    "split": r.get("split"), "started_with": r.get("split"), "min_effect": r.get("min_effect"),
+                    "assign": []}
         elif test is None:
             continue
         elif kind == "split":
@@ -225,8 +233,15 @@ class Router(BackgroundServer):
         before = earlier_test(self.events.path, {n: p.spec for n, p in policies.items()})
         if before is not None:  # the same test started again: its assignments, draws and split go on
             salt, min_effect = salt or before["salt"], min_effect if min_effect is not None else before["min_effect"]
-            if split is None:
+            if split is None or (split == before["started_with"] and before["split"] != split):
+                # no split, or the one the test started with (the same command line again): the
+                # split in force (a live change) survives the restart
+                if split is not None:
+                    log.warning("--split %g is the split this test started with: the split in force, %g, stays "
+                                "(a live change survives a restart; `ab split` changes it)", split, before["split"])
                 split = before["split"]
+            elif split != before["split"]:
+                log.warning("the split in force, %g, is replaced by %g given at the restart", before["split"], split)
         self.split = check_split(split if split is not None else (0.5 if self.ab else 1.0))
         self.token = token or None
         self.served_name = served_name
@@ -240,7 +255,11 @@ class Router(BackgroundServer):
         self._session_arm: dict[str, str] = {}  # session id -> arm (kept after the state is forgotten)
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self.app = web.Application(client_max_size=max_request_bytes, middlewares=[self._guard])
-        self.app.router.add_post("/v1/chat/completions", self._chat)
+        for protocol in PROTOCOLS:
+            self.app.router.add_post("/v1" + protocol.route, self._handler(protocol))
+        self._protocol_of = {"/v1" + p.route: p for p in PROTOCOLS}
+        # Responses: response id -> the session that gave it (a previous_response_id names its session)
+        self._response_session: OrderedDict[str, str] = OrderedDict()
         self.app.router.add_get("/v1/models", self._models)
         self.app.router.add_post("/v1/feedback", self._feedback)
         self.app.router.add_get("/v1/ab", self._ab)
@@ -323,31 +342,32 @@ class Router(BackgroundServer):
     # -- middleware -----------------------------------------------------------------------------
     @web.middleware
     async def _guard(self, request: web.Request, handler):
+        protocol = self._protocol_of.get(request.path, PROTOCOLS[0])  # errors in the caller's protocol
         if self.token is not None:
-            auth = request.headers.get("Authorization", "")
-            given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+            given = request_key(request) or ""
             if not hmac.compare_digest(given.encode(), self.token.encode()):
-                return _error(401, "missing or wrong bearer token (Authorization: Bearer <token>)")
+                return error(protocol, 401, "missing or wrong token (Authorization: Bearer <token>, or x-api-key)")
         try:
             if self.limiter.rate > 0 and not self.limiter.allow(await self._client_key(request)):
-                return _error(429, "rate limit reached: slow down", headers={"Retry-After": "1"})
+                return error(protocol, 429, "rate limit reached: slow down", headers={"Retry-After": "1"})
             return await handler(request)
         except web.HTTPRequestEntityTooLarge:
-            return _error(413, f"request larger than the limit of {self.app._client_max_size} bytes "
-                               "(serve --max-request-bytes)")
+            return error(protocol, 413, f"request larger than the limit of {self.app._client_max_size} bytes "
+                                        "(serve --max-request-bytes)")
 
     async def _client_key(self, request: web.Request) -> str:
         """Whose bucket a request takes from: its user (a chat request's ``user``), else its
         session (the session header), else its address; so that one application serving many
         users from one address does not share one budget among them. Users and sessions are
         named by the clients, so the keys only share fairly among callers the token admits."""
-        if request.method == "POST" and request.path == "/v1/chat/completions" and request.can_read_body:
+        if request.method == "POST" and request.path in self._protocol_of and request.can_read_body:
             try:
                 body = await request.json()  # kept by aiohttp: the handler reads it again for free
             except ValueError:
                 body = None  # the handler answers 400
-            if isinstance(body, dict) and isinstance(body.get("user"), str) and body["user"]:
-                return f"user:{body['user']}"
+            user = user_of(body)
+            if user:
+                return f"user:{user}"
         sid = request.headers.get(SESSION_HEADER)
         return f"session:{sid}" if sid else f"address:{request.remote or '?'}"
 
@@ -357,22 +377,31 @@ class Router(BackgroundServer):
                                                               "owned_by": "agentboost",
                                                               **_fingerprints(self.policies)}]})
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
+    def _handler(self, protocol: Protocol):
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return await self._serve(request, protocol)
+
+        return handle
+
+    async def _serve(self, request: web.Request, protocol: Protocol) -> web.StreamResponse:
         try:
-            body = await request.json()
-        except ValueError:
-            return _error(400, "request body is not valid JSON")
-        sid = request.headers.get(SESSION_HEADER) or uuid.uuid4().hex
-        try:
-            if not isinstance(body, dict):
-                raise BadRequest("request body must be a JSON object")
-            check_request(body)  # the served settings win, as in validation: a client's are ignored
-            messages, system, tool_specs = to_strands(body)
-            user = body.get("user")
-            if user is not None and not isinstance(user, str):
-                raise BadRequest("'user' must be a string")
+            # checked by the protocol; the served settings win, as in validation: a client's are ignored
+            call = protocol.parse(await read_json(request, "serve --max-request-bytes"))
+        except TooLarge as e:
+            return error(protocol, 413, str(e))
         except BadRequest as e:
-            return _error(400, str(e))
+            return error(protocol, 400, str(e))
+        sid = request.headers.get(SESSION_HEADER)
+        if call.previous_response_id is not None:
+            sid = sid or self._response_session.get(call.previous_response_id)
+            held = self._sessions.get(sid) if sid else None
+            if held is None or call.previous_response_id not in held.responses:
+                return error(protocol, 400, f"previous_response_id {call.previous_response_id!r} is not a response "
+                                            "this server keeps (store: false, another session's, or forgotten past "
+                                            "max_sessions): send the whole conversation as 'input'")
+            call.messages = [*held.history(call.previous_response_id), *call.messages]
+        sid = sid or uuid.uuid4().hex
+        user = call.user
         arm = self._session_arm.get(sid)
         if arm is None:
             arm = self.arm_for(f"user:{user}" if user else f"session:{sid}")
@@ -382,21 +411,34 @@ class Router(BackgroundServer):
         s = self._session(sid, arm)
         if s.lock is None:
             s.lock = asyncio.Lock()
+        messages, system = call.messages, call.system
         prompt_policy = self.prompt_policies.get(arm)
         demo_messages = 0
         if prompt_policy is not None:  # the same prefix on every call, so the session's turns still match
             demo_messages = len(prompt_policy.history_messages())
             messages, system = prompt_policy.for_chat(messages, system)
+        renderer = self.policies[arm].renderer
+        # the weights that answer (run/verify.py): OpenAI's system_fingerprint, and a header in every protocol
+        fingerprint = self.policies[arm].system_fingerprint
+        reply = Reply(self.served_name, protocol.new_id(), lambda token_id: renderer.decode([token_id]),
+                      system_fingerprint=fingerprint)
+        keep = reply.id if protocol.keeps_responses and call.options.get("store", True) else None
         t0 = time.perf_counter()
         async with s.lock:
             try:
-                turn = await s.call(messages, system, tool_specs)
+                turn = await s.call(messages, system, call.tools, keep_as=keep)
                 if demo_messages:  # the session's record (feedback's scoring) holds the client's turns only
                     s.last_messages = s.last_messages[demo_messages:]
+                    if keep is not None:
+                        s.responses[keep] = s.last_messages
             except (EpisodeLimitReached, PromptTooLong, PromptTooLongError) as e:
-                return self._failed(sid, arm, t0, 400, f"the conversation does not fit: {e}")
+                return self._failed(protocol, sid, arm, t0, 400, f"the conversation does not fit: {e}")
             except SamplerError as e:
-                return self._failed(sid, arm, t0, 502, f"the policy could not sample: {e}")
+                return self._failed(protocol, sid, arm, t0, 502, f"the policy could not sample: {e}")
+        if keep is not None:
+            self._response_session[keep] = sid
+            while len(self._response_session) > self.max_sessions * 16:
+                self._response_session.popitem(last=False)
         latency = time.perf_counter() - t0
         prompt, sampled = len(turn.call.prompt_ids), len(turn.call.response_ids)
         m = self.metrics
@@ -405,27 +447,18 @@ class Router(BackgroundServer):
         m.tokens.labels(arm, "prompt").inc(prompt)
         m.tokens.labels(arm, "completion").inc(sampled)
         self.events.write({"event": "call", "session": sid, "arm": arm, "latency_s": latency,
-                           "prompt_tokens": prompt, "completion_tokens": sampled, "ok": True})
-        cid = f"chatcmpl-{uuid.uuid4().hex}"
+                           "prompt_tokens": prompt, "completion_tokens": sampled, "ok": True,
+                           "api": protocol.route.strip("/")})
         headers = {SESSION_HEADER: sid, "X-Agentboost-Arm": arm} if self.ab else {SESSION_HEADER: sid}
-        fingerprint = {"system_fingerprint": self.policies[arm].system_fingerprint}  # the weights that answered
-        if not body.get("stream"):
-            return web.json_response({**completion(turn, self.served_name, cid), **fingerprint}, headers=headers)
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **headers})
-        await resp.prepare(request)
-        for c in chunks(turn, self.served_name, cid, include_usage):
-            c.update(fingerprint)
-            await resp.write(b"data: " + json.dumps(c, ensure_ascii=False).encode() + b"\n\n")
-        await resp.write(b"data: [DONE]\n\n")
-        await resp.write_eof()
-        return resp
+        if fingerprint:
+            headers[WEIGHTS_HEADER] = fingerprint
+        return await send(request, protocol, turn, call, reply, headers=headers)
 
-    def _failed(self, sid: str, arm: str, t0: float, status: int, message: str) -> web.Response:
+    def _failed(self, protocol: Protocol, sid: str, arm: str, t0: float, status: int, message: str) -> web.Response:
         self.metrics.requests.labels(arm, "error").inc()
         self.events.write({"event": "call", "session": sid, "arm": arm, "latency_s": time.perf_counter() - t0,
                            "ok": False, "status": status, "error": message})
-        return _error(status, message)
+        return error(protocol, status, message)
 
     async def _feedback(self, request: web.Request) -> web.Response:
         """``{"session_id", "reward"?, "success"?, "task"?}``: the outcome of a session, given by
@@ -636,3 +669,15 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     kind = "invalid_request_error" if status < 500 else "server_error"
     return web.Response(status=status, text=json.dumps({"error": {"message": message, "type": kind, "code": status}}),
                         content_type="application/json", headers=headers)
+
+
+def user_of(body: Any) -> str | None:
+    """Who a request says it serves, in any protocol: ``user`` or ``safety_identifier`` (OpenAI),
+    ``metadata.user_id`` (Anthropic)."""
+    if not isinstance(body, dict):
+        return None
+    meta = body.get("metadata")
+    for v in (body.get("user"), body.get("safety_identifier"), meta.get("user_id") if isinstance(meta, dict) else None):
+        if isinstance(v, str) and v:
+            return v
+    return None

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..episodes.passk import pass_at_k
-from ..episodes.record import STATUSES, Episode, EpisodeWriter
+from ..episodes.record import STATUSES, Episode, EpisodeWriter, read_episodes
 from ..episodes.summary import (
     reasoning_metrics,
     split_metrics,
@@ -156,6 +156,12 @@ class Trainer:
             self.elapsed_before = state.get("elapsed_s", 0.0)
             self.warm_started = bool(state.get("warm_started", False))
             self.log(f"resumed {self.run_dir} at step {self.step} from {ckpt.name}")
+        # the merge-rate gate counts the whole run: a resumed run counts the steps it already wrote
+        self.split_gate = health.SplitGate(cfg.run.max_split_share, cfg.run.split_gate_min_episodes)
+        for done in range(1, self.step + 1):
+            path = self.run_dir / "episodes" / f"step_{done:06d}.jsonl"
+            if path.is_file():
+                self.split_gate.add(list(read_episodes(path)))
         if self.engine_name == "hf" or self.step > 0 or self.warm_started:  # vLLM started with the base weights
             self.policy_server.publish(self.model, self.step)
         self.metrics = MetricsLogger(self.run_dir, cfg, truncate_after_step=self.step)
@@ -432,6 +438,8 @@ class Trainer:
             for ep in episodes:  # after the group policy: failed episodes carry their reward
                 w.write(ep)
         health.check_episode_failures(episodes, cfg.run.max_failed_share, self.step + 1)  # written first: nothing lost
+        self.split_gate.add(episodes)
+        self.split_gate.check(self.step + 1)  # the run's share of split episodes: written first too
         for warning in health.step_warnings(episodes, adv.all_equal_groups, adv.groups):
             self.log(f"warning: step {self.step + 1}: {warning}")
             self.metrics.log_event({"event": "warning", "step": self.step + 1, "warning": warning})

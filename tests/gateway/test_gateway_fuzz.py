@@ -1,4 +1,5 @@
-"""A property-based fuzz (hypothesis) over random history mutations through the gateway: whatever a client does to its
+"""A property-based fuzz (hypothesis) over random history mutations through the gateway, in each protocol it speaks
+(chat completions, Responses, Anthropic Messages) and on three chat templates: whatever a client does to its
 history (exact echoes, renumbered tool-call ids, identical resends, edits, trims, foreign turns,
 dropped reasoning, a changed system prompt or tool list), every training row is exactly the
 sampler's inputs and outputs, the loss mask is 1 exactly on sampled tokens, a call that was not an
@@ -12,8 +13,7 @@ import random
 
 import httpx
 import pytest
-from gateway_runs import PARAMS, smollm2_tokenizer, tok  # noqa: F401 (fixtures)
-from helpers import qwen_call
+from gateway_runs import PARAMS, calls_text, kimi_k2_tokenizer, smollm2_tokenizer, tok  # noqa: F401 (fixtures)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,11 +43,11 @@ class Recorder(ScriptedSampler):
         return result
 
 
-def random_turn(rng: random.Random, thinking: bool) -> str:
+def random_turn(rng: random.Random, thinking: bool, tok) -> str:
     a, b = rng.randint(1, 99), rng.randint(1, 99)
     kind = rng.choice(["text", "call", "calls"])
-    text = {"text": f"It is {a + b}.", "call": qwen_call("add", {"a": a, "b": b}),
-            "calls": qwen_call("add", {"a": a, "b": b}) + "\n" + qwen_call("add", {"a": b, "b": 1})}[kind]
+    text = {"text": f"It is {a + b}.", "call": calls_text(tok, ("add", {"a": a, "b": b})),
+            "calls": calls_text(tok, ("add", {"a": a, "b": b}), ("add", {"a": b, "b": 1}))}[kind]
     if thinking and rng.random() < 0.5:
         text = f"<think>\nAdd {a} and {b}.\n</think>\n\n" + text
     return text
@@ -83,7 +83,94 @@ def mutate(rng: random.Random, kind: str, msgs: list, body: dict) -> None:
             m.pop("reasoning_content", None)
 
 
-def run_episode(gw, plan):
+# -- the conversation (kept as chat messages, which the mutations edit) in each protocol ---------------
+def to_responses(body: dict) -> dict:
+    """A chat-completions request as the Responses request a client with the same history sends."""
+    items, instructions = [], None
+    for m in body["messages"]:
+        if m["role"] == "system":
+            instructions = m["content"]
+        elif m["role"] == "user":
+            items.append({"role": "user", "content": m["content"]})
+        elif m["role"] == "assistant":
+            if m.get("reasoning_content"):
+                items.append({"type": "reasoning", "id": "rs_x", "summary": [],
+                              "content": [{"type": "reasoning_text", "text": m["reasoning_content"]}]})
+            if m.get("content"):
+                items.append({"type": "message", "role": "assistant", "status": "completed", "id": "msg_x",
+                              "content": [{"type": "output_text", "text": m["content"], "annotations": []}]})
+            items += [{"type": "function_call", "call_id": tc["id"], "name": tc["function"]["name"],
+                       "arguments": tc["function"]["arguments"]} for tc in m.get("tool_calls") or []]
+        else:
+            items.append({"type": "function_call_output", "call_id": m["tool_call_id"], "output": m["content"]})
+    tools = [{"type": "function", **t["function"]} for t in body["tools"]]
+    return {"model": "m", "input": items, "tools": tools, **({"instructions": instructions} if instructions else {})}
+
+
+def to_anthropic(body: dict) -> dict:
+    """The same as an Anthropic Messages request (tool results of one turn in one user message)."""
+    messages, system = [], None
+    for m in body["messages"]:
+        if m["role"] == "system":
+            system = m["content"]
+        elif m["role"] == "user":
+            messages.append({"role": "user", "content": m["content"]})
+        elif m["role"] == "assistant":
+            blocks = []
+            if m.get("reasoning_content"):
+                blocks.append({"type": "thinking", "thinking": m["reasoning_content"], "signature": "s"})
+            if m.get("content") or not m.get("tool_calls"):
+                blocks.append({"type": "text", "text": m.get("content") or ""})
+            blocks += [{"type": "tool_use", "id": tc["id"], "name": tc["function"]["name"],
+                        "input": json.loads(tc["function"]["arguments"])} for tc in m.get("tool_calls") or []]
+            messages.append({"role": "assistant", "content": blocks})
+        else:
+            result = {"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"]}
+            if messages and messages[-1]["role"] == "user" and isinstance(messages[-1]["content"], list):
+                messages[-1]["content"].append(result)
+            else:
+                messages.append({"role": "user", "content": [result]})
+    tools = [{"name": t["function"]["name"], "description": t["function"]["description"],
+              "input_schema": t["function"]["parameters"]} for t in body["tools"]]
+    return {"model": "m", "max_tokens": 256, "messages": messages, "tools": tools,
+            **({"system": system} if system else {})}
+
+
+def answer_as_chat(api: str, r: dict) -> dict:
+    """The answer in any protocol, as the chat message a client echoes back."""
+    if api == "chat":
+        a = r["choices"][0]["message"]
+        return {k: a[k] for k in ("role", "content", "tool_calls", "reasoning_content") if k in a}
+    out: dict = {"role": "assistant", "content": None}
+    calls = []
+    if api == "responses":
+        for item in r["output"]:
+            if item["type"] == "reasoning":
+                out["reasoning_content"] = item["content"][0]["text"]
+            elif item["type"] == "message":
+                out["content"] = item["content"][0]["text"]
+            else:
+                calls.append({"id": item["call_id"], "type": "function",
+                              "function": {"name": item["name"], "arguments": item["arguments"]}})
+    else:
+        for b in r["content"]:
+            if b["type"] == "thinking":
+                out["reasoning_content"] = b["thinking"]
+            elif b["type"] == "text":
+                out["content"] = b["text"]
+            else:
+                calls.append({"id": b["id"], "type": "function",
+                              "function": {"name": b["name"], "arguments": json.dumps(b["input"])}})
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+ROUTES = {"chat": ("/chat/completions", lambda b: b), "responses": ("/responses", to_responses),
+          "anthropic": ("/messages", to_anthropic)}
+
+
+def run_episode(gw, plan, api="chat"):
     s = gw.open_session({"task_id": "fuzz"})
     msgs = [{"role": "system", "content": "You are a calculator agent."}, {"role": "user", "content": "Add things."}]
     body = {"model": "m", "tools": TOOLS}
@@ -96,11 +183,11 @@ def run_episode(gw, plan):
         if resend:
             after_user.pop()
         after_user.append(request["messages"][-1]["role"] == "user")
-        r = http.post("/chat/completions", json=request)
+        route, convert = ROUTES[api]
+        r = http.post(route, json=convert(request))
         assert r.status_code == 200, r.text
-        answer = r.json()["choices"][0]["message"]
         del msgs[len(request["messages"]):]  # a resend's answer replaces the one it lost
-        echo = {k: answer[k] for k in ("role", "content", "tool_calls", "reasoning_content") if k in answer}
+        echo = answer_as_chat(api, r.json())
         msgs.append(echo)
         for tc in echo.get("tool_calls") or []:
             args = json.loads(tc["function"]["arguments"])
@@ -166,16 +253,17 @@ PLANS = st.one_of(st.lists(st.sampled_from(sorted(HARMLESS)), min_size=2, max_si
                   st.lists(st.sampled_from(MUTATIONS), min_size=1, max_size=5))
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, database=None,
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+@settings(max_examples=12, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=PLANS, policy_seed=st.integers(0, 2**16))
-def test_random_history_mutations_keep_rows_exact(tok, gateways, plan, policy_seed):
+def test_random_history_mutations_keep_rows_exact(tok, gateways, api, plan, policy_seed):
     thinking = "<think>" in (tok.chat_template or "")  # Qwen3's: reasoning to keep or drop
     if id(tok) not in gateways:
         gateways[id(tok)] = Gateway(ScriptedSampler([], tok), ChatRenderer(tok), PARAMS)
         gateways[id(tok)].start_in_thread()
     gw = gateways[id(tok)]
     rng = random.Random(policy_seed)
-    gw.sampler = sampler = Recorder(lambda prompt, i: random_turn(rng, thinking), tok)  # for this session
-    ep, after_user = run_episode(gw, plan)
+    gw.sampler = sampler = Recorder(lambda prompt, i: random_turn(rng, thinking, tok), tok)  # for this session
+    ep, after_user = run_episode(gw, plan, api)
     assert_rows_are_the_samplers(ep, sampler.pairs, ["echo", *plan], thinking, after_user)

@@ -1,24 +1,29 @@
 """The headline: one scripted policy run in-process through the trainable model and through a
 stock Strands OpenAIModel pointed at the gateway gives byte-identical episode records, for the
-SmolLM2 and the Qwen3 templates, streaming and not."""
+SmolLM2, Qwen3 and Kimi K2 templates, streaming and not (the other protocols: test_protocols.py)."""
 # ruff: noqa: F811 (the fixtures come from gateway_runs by import: a conftest.py here would shadow tests/conftest.py)
 
 import pytest
-from gateway_runs import in_process, record_bytes, smollm2_tokenizer, through_gateway, tok  # noqa: F401 (fixtures)
-from helpers import qwen_call
+from gateway_runs import (  # noqa: F401 (fixtures)
+    calls_text,
+    in_process,
+    kimi_k2_tokenizer,
+    record_bytes,
+    script,
+    smollm2_tokenizer,
+    through_gateway,
+    tok,
+)
 
 from agentboost.episodes.record import check_episode
 
-# parallel calls, then one more call, then the answer: three calls that extend one another
-SCRIPT = [qwen_call("add", {"a": 17, "b": 25}) + "\n" + qwen_call("mul", {"a": 3, "b": 4}),
-          "Let me check.\n" + qwen_call("add", {"a": 42, "b": 12}),
-          "17 + 25 = 42 and 3 * 4 = 12."]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 def test_gateway_records_are_byte_identical_to_in_process(tok, stream):
-    local = in_process(tok, SCRIPT)
-    remote, sampler, session = through_gateway(tok, SCRIPT, stream=stream)
+    turns = script(tok)
+    local = in_process(tok, turns)
+    remote, sampler, session = through_gateway(tok, turns, stream=stream)
     assert local.status == remote.status == "ok", (local.error, remote.error)
     assert check_episode(remote) == []
     assert len(remote.calls) == 3 and len(remote.segments) == 1 and remote.split_reasons == {}
@@ -33,7 +38,7 @@ def test_a_multi_turn_conversation_stays_one_sequence(tok):
     """A second user message (the agent invoked again) extends the same token sequence."""
     from gateway_runs import TASK
 
-    script = [qwen_call("add", {"a": 17, "b": 25}), "42.", "Twice that is 84."]
+    script = [calls_text(tok, ("add", {"a": 17, "b": 25})), "42.", "Twice that is 84."]
     remote, _, _ = through_gateway(tok, script, stream=True, prompts=[TASK["question"], "And twice that?"])
     assert remote.status == "ok", remote.error
     assert len(remote.calls) == 3 and len(remote.segments) == 1 and remote.split_reasons == {}

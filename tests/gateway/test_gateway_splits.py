@@ -7,8 +7,8 @@ import json
 
 import httpx
 import pytest
-from gateway_runs import (PARAMS, SYSTEM, TASK, rerendered_reasons, smollm2_tokenizer,  # noqa: F401 (fixtures)
-                          through_gateway, tok)
+from gateway_runs import (PARAMS, SYSTEM, TASK, calls_text, kimi_k2_tokenizer,  # noqa: F401 (fixtures)
+                          rerendered_reasons, smollm2_tokenizer, through_gateway, tok)
 from helpers import qwen_call
 from strands import Agent
 from strands.agent.conversation_manager import SlidingWindowConversationManager, SummarizingConversationManager
@@ -52,7 +52,7 @@ def test_sliding_window_trims_history_and_is_counted(tok):
 
 
 def test_summarising_manager_is_its_own_lineage_then_a_counted_rewrite(tok):
-    script = [qwen_call("add", {"a": 17, "b": 25}), "42.", "Summary: the user asked for 17 + 25, it is 42.",
+    script = [calls_text(tok, ("add", {"a": 17, "b": 25})), "42.", "Summary: the user asked for 17 + 25, it is 42.",
               "Twice that is 84."]
 
     def build(model):
@@ -109,11 +109,12 @@ def tool_result(echo, text="42"):
     return {"role": "tool", "tool_call_id": echo["tool_calls"][0]["id"], "content": text}
 
 
-SCRIPT = [qwen_call("add", {"a": 17, "b": 25}), "42."]
+def script(tok) -> list[str]:
+    return [calls_text(tok, ("add", {"a": 17, "b": 25})), "42."]
 
 
 def test_an_exact_echo_extends(tok):
-    c = Client(tok, SCRIPT)
+    c = Client(tok, script(tok))
     msgs, echo = first_turn(c)
     c.chat(msgs + [echo, tool_result(echo)])
     ep = c.finish()
@@ -122,7 +123,7 @@ def test_an_exact_echo_extends(tok):
 
 @pytest.mark.parametrize("edit", ["arguments", "text", "name"])
 def test_an_edited_assistant_message_is_rendered_as_sent_and_counted(tok, edit):
-    c = Client(tok, SCRIPT)
+    c = Client(tok, script(tok))
     msgs, echo = first_turn(c)
     call = echo["tool_calls"][0]
     if edit == "arguments":
@@ -136,7 +137,7 @@ def test_an_edited_assistant_message_is_rendered_as_sent_and_counted(tok, edit):
 
 
 def test_a_changed_system_prompt_is_counted(tok):
-    c = Client(tok, SCRIPT)
+    c = Client(tok, script(tok))
     msgs, echo = first_turn(c)
     c.chat([{"role": "system", "content": "You are terse."}] + msgs[1:] + [echo, tool_result(echo)])
     ep = c.finish()
@@ -145,7 +146,7 @@ def test_a_changed_system_prompt_is_counted(tok):
 
 
 def test_a_changed_tool_list_is_counted(tok):
-    c = Client(tok, SCRIPT)
+    c = Client(tok, script(tok))
     msgs, echo = first_turn(c)
     more = TOOLS + [{"type": "function", "function": {"name": "neg", "description": "Negate.",
                                                       "parameters": {"type": "object", "properties": {}}}}]
@@ -154,7 +155,7 @@ def test_a_changed_tool_list_is_counted(tok):
 
 
 def test_a_foreign_assistant_message_is_counted(tok):
-    c = Client(tok, SCRIPT + ["84."])
+    c = Client(tok, script(tok) + ["84."])
     msgs, echo = first_turn(c)
     c.chat(msgs + [echo, tool_result(echo), {"role": "assistant", "content": "It is 42, I am sure."},
                    {"role": "user", "content": "Twice?"}])

@@ -11,7 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from gateway_runs import PARAMS, smollm2_tokenizer  # noqa: F401 (a fixture)
+from gateway_runs import (  # noqa: F401 (fixtures)
+    PARAMS,
+    calls_text,
+    kimi_k2_tokenizer,
+    record_bytes,
+    smollm2_tokenizer,
+    tok,
+)
 from helpers import REPO, cli
 
 from agentboost.agents.chat_rendering import ChatRenderer
@@ -49,6 +56,27 @@ def test_an_agent_script_is_recorded_and_scored_here(smollm2_tokenizer, script):
     # the reward ran here, on what the agent printed
     assert ep.final_answer == ep.metadata["agent_output"] == "17 + 25 = 42." and ep.reward == 1.0
     assert ep.group_id == "g" and ep.metadata["agent_kind"] == "http"
+
+
+@pytest.mark.parametrize("script", ["anthropic_agent.py", "responses_agent.py"])
+def test_an_sdk_agents_record_equals_its_in_process_twins(tok, script):
+    """The `anthropic` SDK's and the `openai` Responses client's own tool loops (the second continues
+    by previous_response_id), each in its own process, against a Strands agent built here with the
+    same tool and system prompt: the same scripted policy gives byte-identical records, on three
+    templates, with Qwen3's reasoning in every turn."""
+    from http_agents import example
+
+    turns = [calls_text(tok, ("calculator", {"expression": "17 + 25"})), "17 + 25 = 42."]
+    if "<think>" in tok.chat_template:  # Qwen3 thinks: its reasoning comes back whole (signed thinking,
+        turns = [f"<think>\nStep {i}.\n</think>\n\n{t}" for i, t in enumerate(turns)]  # the kept history)
+    twin = StrandsAgentSpec(factory="http_agents:sdk_twin", system_prompt=example("anthropic_agent.py").SYSTEM)
+    local, _ = episode(tok, twin, turns)
+    spec = HttpAgentSpec(command=["python", str(REPO / "examples/gateway" / script)], env=ENV, timeout_s=60).validate()
+    remote, sampler = episode(tok, spec, turns)
+    assert local.status == remote.status == Status.OK, (local.error, remote.error)
+    assert check_episode(remote) == [] and len(remote.calls) == 2 and len(remote.segments) == 1
+    assert record_bytes(remote) == record_bytes(local)
+    assert sampler.prompts == [c.prompt_ids for c in remote.calls] and remote.reward == local.reward == 1.0
 
 
 def test_an_entry_point_runs_in_its_own_process_and_its_return_value_is_the_answer(smollm2_tokenizer):
@@ -99,12 +127,15 @@ def test_the_agent_kinds_from_configuration_keys():
 
 
 @pytest.mark.slow
-def test_train_trains_a_strands_openai_model_agent_in_its_own_process(tmp_path, smollm2_path):
-    """The done-when run: `agentboost train` on the quickstart task, the agent a Strands agent with
-    the stock OpenAIModel in its own process (examples/gateway/strands_openai_agent.py), a real
-    policy on CPU; finite losses, token-exact episodes (`agentboost check`)."""
+@pytest.mark.parametrize("agent", ["strands_openai_agent.py", "anthropic_agent.py", "responses_agent.py"])
+def test_train_trains_an_agent_in_its_own_process(tmp_path, smollm2_path, agent):
+    """The done-when runs: `agentboost train` on the quickstart task, the agent in its own process
+    (a Strands agent with the stock OpenAIModel, the `anthropic` SDK's own tool loop over Anthropic
+    Messages, the `openai` client's Responses tool loop by previous_response_id), a real policy on
+    CPU; finite losses, token-exact episodes (`agentboost check`)."""
     run = tmp_path / "run"
     r = cli("train", "--run-dir", str(run), str(REPO / "examples/gateway/http_agent.yaml"), "data.tasks_per_step=1",
+            f"agent.command=python examples/gateway/{agent}",
             "sampling.max_new_tokens=32", "agent.max_model_calls=2", "reward.name=helpers:length_reward",
             cwd=REPO, timeout=600,  # helpers (the reward) importable by the trainer and its workers
             env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"),
@@ -125,6 +156,21 @@ def test_train_trains_a_strands_openai_model_agent_in_its_own_process(tmp_path, 
     both.write_text("".join(f.read_text() for f in files))
     c = cli("check", str(both), cwd=REPO, timeout=120)
     assert c.returncode == 0, c.stdout + c.stderr
+
+
+@pytest.mark.slow
+def test_the_merge_rate_gate_fails_a_run_whose_episodes_split(tmp_path, smollm2_path):
+    """An agent that forgets its history between calls: every episode splits (rewritten_history), and
+    with run.max_split_share=0.5 the run fails at its first step naming the reason, episodes kept."""
+    run = tmp_path / "run"
+    r = cli("train", "--run-dir", str(run), str(REPO / "examples/gateway/http_agent.yaml"), "data.tasks_per_step=1",
+            "agent.command=", "agent.entry_point=http_agents:forgetful", "sampling.max_new_tokens=8",
+            "agent.max_model_calls=2", "run.max_split_share=0.5", "run.split_gate_min_episodes=2",
+            cwd=REPO, timeout=600, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO)])})
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "run failed: TooManySplits: step 1: 2 of the run's 2 episodes split" in r.stderr, r.stderr[-3000:]
+    assert "commonest split reasons: rewritten_history (2)" in r.stderr and "Traceback" not in r.stderr
+    assert (run / "episodes" / "step_000001.jsonl").is_file() and not (run / "checkpoints" / "latest").exists()
 
 
 def test_settings_for_an_agent_agentboost_builds_are_refused_for_an_http_agent_in_one_line():

@@ -114,3 +114,31 @@ def test_a_step_whose_episodes_all_fail_fails_the_run_with_their_reason(tmp_path
     assert "Traceback" not in r.stderr and "done:" not in r.stdout
     assert (run / "episodes" / "step_000001.jsonl").is_file()  # the failed episodes are kept, with their errors
     assert not (run / "checkpoints" / "latest").exists() and not (run / "result.json").exists()
+
+
+def split_ep(reason=None):
+    second = (model_call([5], [6], rerendered=True, rerender_reason=reason) if reason  # a fresh render: a new row
+              else model_call([1, 2, 3], [4]))  # extends the first call: one row
+    calls = [model_call([1], [2]), second]
+    e = Episode(episode_id="e", task_id="t", group_id="g", calls=calls, segments=build_segments(calls))
+    e.num_splits = len(e.segments) - 1
+    e.split_reasons = {reason: 1} if reason else {}
+    return e
+
+
+def test_the_merge_rate_gate_fails_a_run_whose_share_of_split_episodes_passes_its_bound():
+    gate = health.SplitGate(0.5, min_episodes=4)
+    gate.add([split_ep("rewritten_history"), split_ep("rewritten_history"), split_ep("edited_turn")])
+    gate.check(1)  # 3 of 3 split, but fewer episodes than the gate waits for
+    gate.add([split_ep(), Episode(episode_id="f", task_id="t", group_id="g", status=Status.ERROR)])  # no call: not counted
+    assert (gate.episodes, gate.split) == (4, 3)
+    with pytest.raises(health.TooManySplits, match=r"step 2: 3 of the run's 4 episodes split .*75% > "
+                                                   r"run.max_split_share=0.5.*rewritten_history \(2\), edited_turn \(1\)"):
+        gate.check(2)
+    assert isinstance(health.TooManySplits("x"), RunFailed)
+    off = health.SplitGate(1.0, min_episodes=1)
+    off.add([split_ep("rewritten_history")])
+    off.check(1)  # 1.0: off
+    fine = health.SplitGate(0.5, min_episodes=1)
+    fine.add([split_ep("edited_turn"), split_ep(), split_ep()])
+    fine.check(1)

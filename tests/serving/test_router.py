@@ -239,3 +239,94 @@ def test_arms_change_live_on_a_reconfigurable_router(tmp_path, smollm2_tok):
     assert ab_report(tmp_path / "ab.jsonl")["sessions"] == 2  # the new test: "old" was the plain server's
     with Router({"policy": arm("v1", smollm2_tok, "x")}, token=TOKEN) as r:
         assert post(r.url + "/v1/admin/arms", {"arms": {"policy": "v2"}})[0] == 403
+
+
+def test_a_restart_with_the_same_command_line_keeps_the_live_split(tmp_path, smollm2_tok):
+    """`serve --ab ... --split 0.3`, then a live `ab split 0.5`, then the same command line again:
+    the live 0.5 stays (the command line's 0.3 is the split the test started with). A split given
+    on purpose at a restart (another value) replaces it, logged."""
+    def router(**options):
+        return Router({"baseline": arm("baseline", smollm2_tok, "A"), "experiment": arm("experiment", smollm2_tok, "B")},
+                      out_dir=tmp_path, token=TOKEN, **options)
+
+    with router(split=0.3) as first:
+        chat(first.url, "s0")
+        first.set_split(0.5, by="ab split")
+    again = router(split=0.3)  # the same command line
+    assert again.split == 0.5
+    again.close()
+    other = router(split=0.2)  # another split, on purpose
+    assert other.split == 0.2
+    other.close()
+    events = [json.loads(line) for line in (tmp_path / "ab.jsonl").read_text().splitlines()]
+    assert [(e["from"], e["to"], e["by"]) for e in events if e["event"] == "split"] == [
+        (0.3, 0.5, "ab split"), (0.5, 0.2, "restart")]
+
+
+@pytest.mark.parametrize("body", [{"stream": True, "stream_options": "yes"}, {"logprobs": "yes"},
+                                  {"frobnicate": 1}])
+def test_serve_refuses_a_malformed_or_unknown_field_in_one_line(smollm2_tok, body):
+    base = arm("policy", smollm2_tok, "A")
+    with Router({"policy": base}, token=TOKEN) as router:
+        status, _, text = post(router.url + "/v1/chat/completions",
+                               {"messages": [{"role": "user", "content": "hi"}], **body})
+        assert status == 400 and "\n" not in json.loads(text)["error"]["message"], text
+        status, _, text = post(router.url + "/v1/chat/completions",
+                               {"messages": [{"role": "user", "content": "hi"}], "logprobs": True})
+        lps = json.loads(text)["choices"][0]["logprobs"]["content"]
+    assert status == 200 and lps and all(c["logprob"] == base.sampler.logprob for c in lps)
+    assert base.sampler.calls == 1
+
+
+def test_serve_speaks_responses_and_anthropic_messages(tmp_path, smollm2_tok):
+    """The `openai` client's Responses API (the second turn only by previous_response_id: serve finds
+    the session by it) and the `anthropic` SDK (x-api-key, streamed), each with a tool round, on a
+    served A/B test: answers from the session's arm, assignments per user, in one log."""
+    import anthropic
+    import openai
+
+    call = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
+    policies = {}
+    for name, answer in (("baseline", "Base says 5."), ("experiment", "Exp says 5.")):
+        policies[name] = arm(name, smollm2_tok, "")
+        policies[name].sampler.script = (
+            lambda ids, i, answer=answer: call if "tool_response" not in smollm2_tok.decode(ids[-40:]) else answer)
+    router = Router(policies, split=0.5, out_dir=tmp_path, token=TOKEN, salt="fixed")
+    with router:
+        oa = openai.OpenAI(base_url=router.url + "/v1", api_key=TOKEN, max_retries=0)
+        tools = [{"type": "function", "name": "add", "description": "Add.", "parameters": {
+            "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}]
+        first = oa.responses.create(model="agentboost", input="What is 2 + 3?", tools=tools, user="r-user")
+        fc = first.output[-1]
+        assert fc.type == "function_call" and fc.name == "add" and fc.arguments == '{"a": 2, "b": 3}'
+        second = oa.responses.create(model="agentboost", previous_response_id=first.id, tools=tools,
+                                     input=[{"type": "function_call_output", "call_id": fc.call_id, "output": "5"}])
+        r_arm = router._session_arm[next(iter(router._session_arm))]
+        assert second.output_text == ("Exp says 5." if r_arm == "experiment" else "Base says 5.")
+        assert len(router._session_arm) == 1  # one session, found by previous_response_id
+        held = router._sessions[next(iter(router._sessions))]
+        assert len(held.lineages) == 1 and len(held.lineages[0].model.calls) == 2 and held.lineages[0].model.rerenders == 0
+
+        an = anthropic.Anthropic(base_url=router.url, api_key=TOKEN, max_retries=0,
+                                 default_headers={"X-Agentboost-Session": "a-1"})
+        atools = [{"name": "add", "description": "Add.", "input_schema": tools[0]["parameters"]}]
+        msgs = [{"role": "user", "content": "What is 2 + 3?"}]
+        with an.messages.stream(model="agentboost", max_tokens=64, messages=msgs, tools=atools,
+                                metadata={"user_id": "a-user"}) as stream:
+            reply = stream.get_final_message()
+        use = reply.content[-1]
+        assert reply.stop_reason == "tool_use" and use.name == "add" and use.input == {"a": 2, "b": 3}
+        msgs += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "5"}]}]
+        done = an.messages.create(model="agentboost", max_tokens=64, messages=msgs, tools=atools,
+                                  metadata={"user_id": "a-user"})
+        a_arm = router._session_arm["a-1"]
+        assert done.content[0].text == ("Exp says 5." if a_arm == "experiment" else "Base says 5.")
+        assert router._sessions["a-1"].lineages[0].model.rerenders == 0
+        # errors in the caller's protocol: Anthropic's error shape, a 401 for a wrong key
+        with pytest.raises(anthropic.AuthenticationError):
+            anthropic.Anthropic(base_url=router.url, api_key="wrong", max_retries=0).messages.create(
+                model="agentboost", max_tokens=8, messages=msgs[:1])
+    events = [json.loads(line) for line in (tmp_path / "ab.jsonl").read_text().splitlines()]
+    assert [(e["user"], e["arm"]) for e in events if e["event"] == "assign"] == [("r-user", r_arm), ("a-user", a_arm)]
+    assert [e["api"] for e in events if e["event"] == "call"] == ["responses", "responses", "messages", "messages"]
