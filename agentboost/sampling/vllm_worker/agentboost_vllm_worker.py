@@ -76,6 +76,7 @@ def _full(model, seed: int) -> tuple[dict, str]:
 
     tensors: dict[str, str] = {}
     dtype = None
+    seen: set[tuple[int, tuple[int, ...]]] = set()  # tied weights (lm_head = embed_tokens) count once
     for mod_name, module in model.named_modules():
         if hasattr(module, "lora_a_stacked"):  # a LoRA wrapper: its base_layer comes on its own
             continue
@@ -99,6 +100,10 @@ def _full(model, seed: int) -> tuple[dict, str]:
         for pname, p in module.named_parameters(recurse=False):
             full = f"{name}.{pname}" if name else pname
             t = p.detach()
+            key = (t.data_ptr(), tuple(t.shape))
+            if key in seen:
+                continue
+            seen.add(key)
             if isinstance(module, VocabParallelEmbedding) and pname == "weight":
                 t = t[: module.org_vocab_size]  # rows past the vocabulary are padding
             if not t.is_floating_point() or not t.numel():
