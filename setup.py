@@ -10,6 +10,7 @@ setup(
     license_files=["LICENSE"],
     python_requires=">=3.10",
     packages=find_packages(include=["agentboost", "agentboost.*"]),
+    package_data={"agentboost.bench": ["recipes/*.yaml"]},  # the built-in benchmarks' recipes
     install_requires=[
         # torch is pinned by the install command (setup.sh) so that pip takes the CPU wheel;
         # any torch >= 2.4 works.
@@ -29,7 +30,9 @@ setup(
         "verl==0.9.1",
         "cachetools",  # needed by verl's agent-loop modules, not declared by verl 0.9.1
         "fastapi",  # likewise: verl.experimental.agent_loop imports it through its rollout utils
-        "TransferQueue>=0.1.10",  # veRL's default (V1) agent-loop worker stores rows there; tests drive it
+        # veRL's default (V1) agent-loop worker stores rows there; tests drive it. setup.sh --rllm
+        # installs every dependency here but this one and verl into the rLLM path's environment
+        "TransferQueue>=0.1.10",
         "peft>=0.13",
         "matplotlib",
         "tensorboard",

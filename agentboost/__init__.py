@@ -2,8 +2,9 @@
 
 The public surface is ``__all__``: the Python API (``train``, ``evaluate``, ``GRPOConfig``, ``Run``,
 ``export_trajectories``), the agent specification, the worker pool, the environment, the reward
-registry and the protocols for what users plug in. Each name is imported on first use, so
-``import agentboost`` stays light for the worker processes.
+registry and the types of what users plug in (``agentboost.extensions`` lists every extension
+point). Each name is imported on first use, so ``import agentboost`` stays light for the worker
+processes.
 """
 
 from . import moved as _moved

@@ -44,17 +44,27 @@ class APIError(InputError):
     pass
 
 
+def _default(name: str) -> Any:
+    """The training configuration's default for the guide's ``name``: one set of defaults."""
+    from .run.config import TrainConfig
+    from .schema import default_of, hints
+
+    section, key = GRPO_KEYS[name].split(".")
+    return default_of(hints(TrainConfig)[section], key)
+
+
 @dataclasses.dataclass
 class GRPOConfig:
-    n_iterations: int = 10
-    batch_size: int = 4
-    n_trajectories_per_query: int = 4
-    learning_rate: float = 1e-4
-    max_budget_usd: float = 0.0  # 0: no budget; with cost_per_hour_usd the run stops at the budget
-    cost_per_hour_usd: float = 0.0
-    checkpoint_interval: int = 5
-    max_steps_per_trajectory: int | None = None  # None: the agent's max_model_calls (default 4)
-    gamma: float = 1.0
+    """The guide's names for training keys (``GRPO_KEYS``); each default is the key's own."""
+    n_iterations: int = _default("n_iterations")
+    batch_size: int = _default("batch_size")
+    n_trajectories_per_query: int = _default("n_trajectories_per_query")
+    learning_rate: float = _default("learning_rate")
+    max_budget_usd: float = _default("max_budget_usd")  # 0: no budget; with cost_per_hour_usd the run stops there
+    cost_per_hour_usd: float = _default("cost_per_hour_usd")
+    checkpoint_interval: int = _default("checkpoint_interval")
+    max_steps_per_trajectory: int | None = None  # None: the agent's max_model_calls
+    gamma: float = _default("gamma")
     overrides: dict[str, Any] = dataclasses.field(default_factory=dict)  # any training key, dotted
 
     @classmethod
@@ -83,7 +93,7 @@ class GRPOConfig:
         """An agent's configuration keys (``agentboost config``'s ``agent.*``) as dotted overrides,
         for the Python API and the job service alike: a key that is not an agent key, or a call
         limit other than ``max_steps_per_trajectory``, is refused naming both."""
-        from .run.config import AgentConfig
+        from .agents.config import AgentConfig
 
         if not isinstance(agent, dict):
             raise APIError(f"agent must be an object of agent keys, got {type(agent).__name__}")
@@ -180,7 +190,8 @@ class Run:
         ``checkpoint``: ``best``, ``latest``, ``step_000012``) against ``baseline`` (default: its
         base model) on its validation tasks (or ``tasks``), with the paired significance test of
         ``agentboost eval``."""
-        from .evaluation.evaluate import config_for, evaluate
+        from .evaluation.evaluate import evaluate
+        from .run.assembly import config_for
         from .run.checkpoint import best_checkpoint
         from .tasks import load_tasks
 
@@ -229,10 +240,20 @@ def train(config: GRPOConfig | dict[str, Any], training_data, evaluation_data=No
 
 
 def _prepared_trainer(cfg_in: "GRPOConfig", run_dir: Path, training_data, evaluation_data, reward, agent, log):
-    from .run.config import load_config
     from .trainer.dispatch import trainer_for
 
-    data_dir = run_dir / "data"
+    cfg = training_config(cfg_in, run_dir, training_data, evaluation_data, reward, agent)
+    return trainer_for(cfg, run_dir, log=log)  # algorithm.policy: weights or prompt
+
+
+def training_config(cfg_in: "GRPOConfig", run_dir: Path, training_data, evaluation_data=None,
+                    reward: str | Callable = "exact_answer", agent=None):
+    """The run's configuration from the API's arguments: the task files written under
+    ``run_dir/data``, the agent spec's keys as the configuration's agent section (every field of
+    the spec reaches the run: what it says is what trains), the guide's names, ``overrides``."""
+    from .run.config import load_config
+
+    data_dir = Path(run_dir) / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     _write_jsonl(data_dir / "train.jsonl", task_rows(training_data, "training_data"))
     overrides = [f"data.train_file={json.dumps(str((data_dir / 'train.jsonl').resolve()))}",
@@ -241,10 +262,13 @@ def _prepared_trainer(cfg_in: "GRPOConfig", run_dir: Path, training_data, evalua
         _write_jsonl(data_dir / "val.jsonl", task_rows(evaluation_data, "evaluation_data"))
         overrides.append(f"data.val_file={json.dumps(str((data_dir / 'val.jsonl').resolve()))}")
     if agent is not None:
+        from .agents.config import AgentConfig
+        from .schema import default_of
+
         agent.validate()
-        keys = agent.as_config()  # every field of the spec reaches the run: what it says is what trains
-        spec_default = next(f.default for f in dataclasses.fields(StrandsAgentSpec) if f.name == "max_model_calls")
-        if cfg_in.max_steps_per_trajectory is not None and keys["max_model_calls"] == spec_default:
+        keys = agent.as_config()
+        if cfg_in.max_steps_per_trajectory is not None and keys["max_model_calls"] == default_of(AgentConfig,
+                                                                                                 "max_model_calls"):
             # the guide sets the limit in GRPOConfig and leaves the agent's at its default: no
             # conflict, GRPOConfig's is meant; two different limits set on purpose are one
             del keys["max_model_calls"]
@@ -252,7 +276,7 @@ def _prepared_trainer(cfg_in: "GRPOConfig", run_dir: Path, training_data, evalua
     cfg = load_config(None, overrides + cfg_in.training_overrides())
     if evaluation_data is None:
         cfg.validation.at_start = False
-    return trainer_for(cfg, run_dir, log=log)  # algorithm.policy: weights or prompt
+    return cfg
 
 
 def evaluate(run: Run | str | Path, **kwargs) -> dict[str, Any]:

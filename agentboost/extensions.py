@@ -1,59 +1,42 @@
-"""What users plug in, as typed protocols: an agent factory, a reward function, a conversation.
+"""Every extension point of agentboost, typed, in one place: what you implement, and how a run finds it.
 
-Nothing has to subclass these; they document the call signatures agentboost uses and let a type
-checker verify a user's function (``fn: RewardFunction = my_reward``). Each is named by an import
-path in a config (``agent.factory``, ``reward.name``, ``env.conversation``) or passed directly in
-Python.
+- a reward: ``RewardFunction``, ``reward(task, episode) -> RewardResult | float``; a run names it
+  in ``reward.name: module:function``, or ``register_reward(name)`` registers it by name;
+- an agent: ``AgentFactory``, ``factory(model=, tools=, system_prompt=) -> strands.Agent``;
+  ``agent.factory: module:function`` (else a plain Strands ``Agent``);
+- an environment's conversation (a user simulator): ``ConversationFactory`` -> ``Conversation``;
+  ``env.conversation: module:function``, its options ``env.conversation_options``;
+- a tool-call format: ``ToolCallParser`` (text -> ``ParsedOutput``), ``ToolCallFormatter``,
+  ``ToolCallIdMaker``; ``register_tool_parser(name, parser, formatter, ...)``, then
+  ``agent.tool_parser: name``;
+- a reasoning format: ``ReasoningFormat`` (a family's markers); ``register_reasoning_format(fmt)``,
+  then ``agent.reasoning: name``;
+- a sampler: ``Sampler``, ``await sample(prompt_ids, SamplingParams) -> SampleResult``; the
+  trainable model takes any, and workers build theirs from a ``SamplerSpec``.
+
+Nothing has to subclass these: they are the signatures agentboost calls, so a type checker verifies a
+user's function (``fn: RewardFunction = my_reward``) and ``isinstance`` checks the protocols. Each is
+defined beside what calls it (rewards/registry.py, agents/strands_agent.py, environments/strands_env.py,
+agents/tool_parsers/registry.py, reasoning.py, sampling/protocol.py); this module is where to find them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from .agents.strands_agent import AgentFactory
+from .agents.tool_parsers.registry import (
+    ParsedOutput,
+    ParsedToolCall,
+    ToolCallFormatter,
+    ToolCallIdMaker,
+    ToolCallParser,
+    register_tool_parser,
+)
+from .environments.strands_env import Conversation, ConversationFactory
+from .reasoning import ReasoningFormat, register_reasoning_format
+from .rewards.registry import RewardFunction, RewardResult, register_reward
+from .sampling.protocol import Sampler, SampleResult, SamplingParams
 
-if TYPE_CHECKING:  # typing only: the record layer imports nothing from Strands at run time
-    from .episodes.record import Episode
-    from .rewards.registry import RewardResult
-
-
-@runtime_checkable
-class AgentFactory(Protocol):
-    """``factory(model=..., tools=..., system_prompt=...) -> strands.Agent``.
-
-    ``model`` is agentboost's trainable model (a ``strands.models.Model``), ``tools`` the resolved
-    Strands tools of the spec, ``system_prompt`` the spec's. Build the agent around exactly this
-    model so that every call is recorded token for token; add hooks, state or a conversation manager
-    that never trims history (trimming would break the token-exact extension)."""
-
-    def __call__(self, *, model: Any, tools: list[Any], system_prompt: str | None) -> Any: ...
-
-
-@runtime_checkable
-class RewardFunction(Protocol):
-    """``reward(task, episode) -> RewardResult | float``.
-
-    ``task`` is the dataset row (a dict, the task file's columns); ``episode`` the finished
-    ``Episode`` (messages, tool calls, ``final_answer``, ``status``). A plain number is taken as the
-    outcome reward. An exception marks the episode ``error`` with its text; it is never scored 0
-    silently."""
-
-    def __call__(self, task: dict[str, Any], episode: "Episode") -> "RewardResult | float": ...
-
-
-@runtime_checkable
-class Conversation(Protocol):
-    """A multi-turn episode: a user simulator that answers the agent (``env.conversation`` names a
-    ``factory(task, policy=None, **options) -> Conversation``).
-
-    ``setup(agent)`` runs once, before the first turn (add hooks or tools); ``await
-    next_user_message(agent)`` gives the next user message (``""``: the agent goes on without one;
-    ``None``: the conversation is over); ``record(agent)`` returns what goes into the episode's
-    ``metadata["conversation"]`` (termination reason, user turns)."""
-
-    def setup(self, agent: Any) -> None: ...
-
-    async def next_user_message(self, agent: Any) -> str | None: ...
-
-    def record(self, agent: Any) -> dict[str, Any]: ...
-
-
-__all__ = ["AgentFactory", "RewardFunction", "Conversation"]
+__all__ = ["AgentFactory", "Conversation", "ConversationFactory", "ParsedOutput", "ParsedToolCall", "ReasoningFormat",
+           "RewardFunction", "RewardResult", "Sampler", "SampleResult", "SamplingParams", "ToolCallFormatter",
+           "ToolCallIdMaker", "ToolCallParser", "register_reasoning_format", "register_reward",
+           "register_tool_parser"]

@@ -1,4 +1,4 @@
-"""Files: the one JSONL reader, atomic (and durable) writes of files and directories, SHA-256
+"""Files: the one JSONL reader, the JSON reader of request bodies (``loads_json``), atomic (and durable) writes of files and directories, SHA-256
 hashes and manifests.
 
 Everything agentboost publishes (checkpoints, model directories, datasets, pointers) is written
@@ -18,6 +18,22 @@ import tempfile
 import zlib
 from pathlib import Path
 from typing import Any, Iterator
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (no JSON number is NaN or infinite)")
+
+
+def loads_json(text: str | bytes) -> Any:
+    """A JSON document from a client (an HTTP request's body): ``ValueError`` with the reason for text
+    that is not JSON, that nests deeper than the parser can follow (a 100,000-deep array would raise
+    ``RecursionError``, which a server would answer 500) or that writes ``NaN`` / ``Infinity``, which
+    JSON has no words for and which would enter rewards and statistics as numbers. The servers pass
+    it to aiohttp: ``await request.json(loads=loads_json)``."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("the JSON nests too deeply") from None
 
 
 def iter_jsonl(path: str | os.PathLike[str], error: type[Exception] = ValueError,

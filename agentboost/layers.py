@@ -4,11 +4,11 @@ both). Each entry is a module or a package prefix; the first layer whose prefix 
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("record and shared types", ("agentboost.errors", "agentboost.files", "agentboost.imports", "agentboost.moved", "agentboost.tasks",
-                                 "agentboost.episodes", "agentboost.layers", "agentboost.reasoning")),
+                                 "agentboost.episodes", "agentboost.layers", "agentboost.reasoning", "agentboost.schema",
+                                 "agentboost.progress")),
     ("sandbox, models, sampling protocol", ("agentboost.sandbox", "agentboost.models", "agentboost.sampling.protocol")),
     ("samplers and engines", ("agentboost.sampling",)),
-    ("rewards (registry, code and math, shaping, groups) and the plug-in protocols",
-     ("agentboost.rewards", "agentboost.extensions")),
+    ("rewards: registry, code and math, shaping, groups", ("agentboost.rewards",)),
     ("environments and tools", ("agentboost.environments", "agentboost.tools")),
     ("agents: the agent specifications, the trainable model, chat rendering, tool-call parsers, recording",
      ("agentboost.agents",)),
@@ -19,9 +19,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("the run: config, preflight, run directory, checkpoints, metrics, health, the assembly", ("agentboost.run",)),
     ("evaluation: eval, its progress, paired and unpaired statistics", ("agentboost.evaluation",)),
     ("trainer, data preparation, integrations, testing aids, serving", ("agentboost.trainer", "agentboost.data",
-                                                                       "agentboost.integrations", "agentboost.testing",
+                                                                       "agentboost.bench", "agentboost.integrations", "agentboost.testing",
                                                                        "agentboost.scaffold", "agentboost.serving")),
-    ("entry points: command line and Python API", ("agentboost.cli", "agentboost.api", "agentboost.jobs", "agentboost")),
+    # extensions: the extension points' types, gathered from their homes below
+    ("entry points: command line, Python API, job service, extension points",
+     ("agentboost.cli", "agentboost.api", "agentboost.jobs", "agentboost.extensions", "agentboost")),
 ]
 
 

@@ -13,12 +13,23 @@ class TaskFileError(InputError):
     pass
 
 
+def not_a_file(p: Path) -> str | None:
+    """Why ``p`` cannot be read as a file of rows (None when it can): it does not exist, or it is a
+    directory, a device (``/dev/zero`` would be read for ever) or a FIFO."""
+    if not p.exists():
+        return "does not exist"
+    if not p.is_file():
+        return "is not a regular file (a directory, a device or a pipe): expected a .jsonl, .json or .parquet file"
+    return None
+
+
 def load_tasks(path: str | Path, question_field: str = "question", id_field: str = "task_id") -> list[dict[str, Any]]:
     """Each row becomes a task dict with ``task_id`` (the row's, or ``<file stem>-<row>``) and
     ``question``; every other field is kept (ground truth, metadata)."""
     p = Path(path)
-    if not p.is_file():
-        raise TaskFileError(f"task file {p} does not exist")
+    problem = not_a_file(p)
+    if problem:
+        raise TaskFileError(f"task file {p} {problem}")
     if p.suffix == ".parquet":
         rows = read_parquet_rows(p, TaskFileError)
     elif p.suffix in (".jsonl", ".json"):

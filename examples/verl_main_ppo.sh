@@ -11,6 +11,7 @@ N_GPUS=${N_GPUS:-8}
 NNODES=${NNODES:-1}
 LORA_RANK=${LORA_RANK:-0}   # 0: full fine-tuning; e.g. 32 trains LoRA adapters instead
 source "$(dirname "${BASH_SOURCE[0]}")/loggers.sh"   # TRAINER_LOGGER: W&B only with its credentials
+source "$(dirname "${BASH_SOURCE[0]}")/python.sh" .venv  # PYTHON: $PYTHON, an activated env's, else .venv's
 
 ARGS=(
   # --- data: rows written by the example's prepare_*_data.py; agent_name selects the agent loop
@@ -74,6 +75,8 @@ ARGS=(
   trainer.save_freq=$SAVE_FREQ
   trainer.total_epochs=1
   trainer.default_local_dir="$CKPT_DIR"
+  # Hydra's log and the composed config go with the run's checkpoints (never ./outputs)
+  'hydra.run.dir=${trainer.default_local_dir}/hydra/${now:%Y-%m-%d_%H-%M-%S}'
 )
 
 # CPU_SMOKE=1: the same stock main_ppo, end to end on a CPU machine in a few minutes: a test and
@@ -93,9 +96,9 @@ if [ "${CPU_SMOKE:-0}" = "1" ]; then
   if [ "${DRY_RUN:-0}" != "1" ]; then
     head -n 16 "$QUICKSTART/train.jsonl" > "$SMOKE_DIR/train.jsonl"
     head -n 4 "$QUICKSTART/test.jsonl" > "$SMOKE_DIR/test.jsonl"
-    python3 -m agentboost.cli data verl "$SMOKE_DIR/train.jsonl" --out "$SMOKE_DIR/train.parquet" >/dev/null
-    python3 -m agentboost.cli data verl "$SMOKE_DIR/test.jsonl" --out "$SMOKE_DIR/test.parquet" >/dev/null
-    SMOKE_MODEL=$(python3 -c "from agentboost.models.loading import resolve_model_path; print(resolve_model_path('smollm2-135m-instruct'))")
+    "$PYTHON" -m agentboost.cli data verl "$SMOKE_DIR/train.jsonl" --out "$SMOKE_DIR/train.parquet" >/dev/null
+    "$PYTHON" -m agentboost.cli data verl "$SMOKE_DIR/test.jsonl" --out "$SMOKE_DIR/test.parquet" >/dev/null
+    SMOKE_MODEL=$("$PYTHON" -c "from agentboost.models.loading import resolve_model_path; print(resolve_model_path('smollm2-135m-instruct'))")
   else
     SMOKE_MODEL=smollm2-135m-instruct  # what the run resolves to a path; DRY_RUN only composes
   fi
@@ -142,11 +145,14 @@ YAML
     trainer.default_local_dir="$SMOKE_DIR/checkpoints"
     +ray_kwargs.ray_init.num_gpus=1                                   # logical: Ray's GPU resource schedules the CPU workers
     ray_kwargs.ray_init.num_cpus=32                                   # logical too: veRL starts many small actors
+    +ray_kwargs.ray_init.address=local                                # a cluster of its own, never another run's
+    +ray_kwargs.ray_init.include_dashboard=False                      # no dashboard processes on 2 cores
+    data.dataloader_num_workers=0                                     # 16 tasks: no loader processes
   )
 fi
 
 if [ "${DRY_RUN:-0}" = "1" ]; then  # the overrides, then veRL's own composition and validation of them
   printf '%s\n' "${ARGS[@]}" "$@"
-  exec python3 -m agentboost.integrations.verl.config "${ARGS[@]}" "$@"
+  exec "$PYTHON" -m agentboost.integrations.verl.config "${ARGS[@]}" "$@"
 fi
-exec python3 -m verl.trainer.main_ppo "${ARGS[@]}" "$@"
+exec "$PYTHON" -m verl.trainer.main_ppo "${ARGS[@]}" "$@"

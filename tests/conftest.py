@@ -17,7 +17,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(_cores[_worker % len(_cores)]))
 
 import pytest  # noqa: E402
-from helpers import CHAT_KEY, CHAT_KEY_ENV, QWEN3_DIR
+from helpers import CHAT_KEY, CHAT_KEY_ENV, QWEN3_DIR, RLLM_ENV_TESTS, rllm_here, rllm_python
 
 
 def pytest_configure(config):
@@ -28,6 +28,31 @@ def pytest_configure(config):
 
     if not protections()["isolated"]:
         os.environ.setdefault("AGENTBOOST_SANDBOX_ALLOW_WEAK", "1")
+
+
+def pytest_ignore_collect(collection_path, config):
+    # The tests against a real rLLM run in the interpreter that has it (helpers.RLLM_ENV_TESTS): from
+    # another one with the rLLM environment present, test_rllm_environment.py runs them there and
+    # they are not collected here; that file itself only from such an interpreter. Without the rLLM
+    # environment they are collected and skip naming the install (helpers.rllm_or_skip).
+    if collection_path.parent.name != "rllm" or collection_path.parent.parent.name != "integrations":
+        return None
+    if collection_path.name in RLLM_ENV_TESTS:
+        return True if (not rllm_here() and rllm_python()) else None
+    if collection_path.name == "test_rllm_environment.py":
+        return True if (rllm_here() or not rllm_python()) else None
+    return None
+
+
+def pytest_terminal_summary(terminalreporter):
+    # where the long end-to-end runs' minutes went (the smoke tests record it: record_property
+    # "profile"), at the end of every run, passed or not, with the slowest tests
+    lines = [f"{rep.nodeid}: {value}" for outcome in ("passed", "failed") for rep in terminalreporter.getreports(outcome)
+             for key, value in rep.user_properties if key == "profile"]
+    if lines:
+        terminalreporter.section("profiles")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 def pytest_runtest_setup(item):
@@ -65,18 +90,32 @@ def smollm2_engine(smollm2_path):
 
 
 @pytest.fixture(scope="session")
-def chat_server(smollm2_path):
+def chat_server(smollm2_path, tmp_path_factory):
     """The embedded model on the vLLM CPU server's OpenAI chat route (tool calls in hermes format,
     structured outputs), which demands ``CHAT_KEY``; ``CHAT_KEY_ENV`` holds it for this session.
-    One server for every test of chat models we do not train (models/chat.py) in the session."""
-    from helpers import vllm_python_or_skip
+    One server for the whole run: every test of chat models we do not train (models/chat.py) and
+    the docs pages whose stand-in for a hosted model it is (test_docs.py), on every xdist worker
+    (``helpers.shared_by_workers``: the first worker to need it starts it; a server takes 30-40 s
+    to start). Its ``url`` is the base URL (without ``/v1``)."""
+    import types
+
+    from helpers import shared_by_workers, vllm_python_or_skip
 
     from agentboost.sampling.vllm_server import VLLMServer
 
     python = vllm_python_or_skip()
     os.environ[CHAT_KEY_ENV] = CHAT_KEY
-    server = VLLMServer(smollm2_path, python=python, kv_cache_gib=1, max_model_len=4096,
-                        extra_args=("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--api-key", CHAT_KEY))
-    with server:
-        yield server
+
+    def start():
+        server = VLLMServer(smollm2_path, python=python, kv_cache_gib=1, max_model_len=4096,
+                            extra_args=("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--api-key", CHAT_KEY))
+        server.start()
+        return server, server.url
+
+    # the run's base temporary directory: each xdist worker's is a folder of it
+    run_dir = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        run_dir = run_dir.parent
+    with shared_by_workers(run_dir / "chat-server", start, lambda server: server.stop()) as url:
+        yield types.SimpleNamespace(url=url)
     os.environ.pop(CHAT_KEY_ENV, None)

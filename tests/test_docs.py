@@ -17,6 +17,7 @@ from helpers import REPO
 DOCS = sorted((REPO / "docs").glob("*.md"))
 _BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
 _NOT_RUN = re.compile(r"```bash (gpu-only|not-run)\n(.*?)```", re.DOTALL)
+STAND_IN = "examples/hosted/local_chat_server.py --url-file"  # a page's stand-in for a hosted chat model
 
 
 def commands(path: Path) -> list[str]:
@@ -42,8 +43,20 @@ def test_every_page_is_in_the_readme_index():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
-def test_every_command_in_docs_runs(page, tmp_path):
+def test_every_command_in_docs_runs(page, tmp_path, request):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if ".venv-rllm/bin/python" in page.read_text(encoding="utf-8"):
+        from helpers import rllm_or_skip, rllm_python
+
+        if not rllm_python():
+            rllm_or_skip()  # the rLLM path's environment (bash setup.sh --rllm): skip without it, fail under CI=true
+    if STAND_IN in page.read_text(encoding="utf-8"):
+        # the page's stand-in for a hosted chat model is the suite's shared chat server (conftest.py's
+        # chat_server, started once for the run): the stand-in writes its URL instead of starting
+        # another, and the page's key variable holds the key that server demands
+        from helpers import CHAT_KEY
+
+        env.update(AGENTBOOST_CHAT_SERVER_URL=request.getfixturevalue("chat_server").url, LOCAL_CHAT_KEY=CHAT_KEY)
     for command in commands(page):
         r = _run_block(command, env)
         assert r.returncode == 0, (page.name, command, r.stderr[-3000:])

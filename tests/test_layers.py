@@ -158,3 +158,11 @@ def test_tests_mirror_the_package():
         if folder.parts and not ((PKG / folder).is_dir() or folder.parts[0] == "examples"):
             stray.append(str(path.relative_to(ROOT)))
     assert not stray, f"test files in folders that mirror no package folder: {stray}"
+
+
+def test_the_trainer_is_imported_only_by_the_entry_points_that_train():
+    # issue 43: the run (config, checkpoints, metrics, health, the assembly) and evaluation have homes
+    # of their own; only the commands that start training reach into trainer/
+    outside = sorted({m for m, deps in graph().items() if not m.startswith("agentboost.trainer")
+                      for d, _ in deps if d.startswith("agentboost.trainer")})
+    assert outside == ["agentboost.api", "agentboost.cli.train"], outside

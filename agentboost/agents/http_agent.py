@@ -15,29 +15,19 @@ from __future__ import annotations
 
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..imports import ImportPathError, import_object
-from .strands_agent import AgentSpecError, StrandsAgentSpec, check_model_options
-
-AGENT_KINDS = ("strands", "http")
+from .options import AgentOptions, HttpFields, fields_of
+from .strands_agent import AgentSpecError, check_model_options
 
 
 @dataclass
-class HttpAgentSpec:
-    command: str | list[str] = ""  # the agent's command line (a string is split as a shell would)
-    entry_point: str = ""  # or module:function(prompt, task) -> output, run in a process of its own
-    env: dict[str, str] = field(default_factory=dict)  # more environment variables for the agent
-    # the trainable model's options behind the gateway: the same meaning as StrandsAgentSpec's
-    max_model_calls: int = 6
-    max_response_tokens: int = 1024
-    timeout_s: float = 300.0
-    tool_parser: str = "auto"
-    reasoning: str = "auto"
-    agent_type: str = "calculator"
-    always_extend: bool = False
-    max_request_bytes: int = 1 << 20  # the gateway refuses larger requests (413) before parsing them
+class HttpAgentSpec(AgentOptions, HttpFields):
+    """An agent in its own process behind the gateway: its fields and their defaults are
+    ``agents/options.py``'s, the same as the configuration's ``agent`` section. ``command`` may also
+    be an argument list."""
     kind: ClassVar[str] = "http"
     # what the host would build for a Strands agent: none here (the agent's own process has its
     # tools and prompt; a sandbox check of host tools has nothing to check)
@@ -54,8 +44,6 @@ class HttpAgentSpec:
                 import_object(self.entry_point, "agent entry point")
             except ImportPathError as e:
                 raise AgentSpecError(str(e)) from None
-        if not isinstance(self.max_request_bytes, int) or self.max_request_bytes < 1024:
-            raise AgentSpecError(f"max_request_bytes must be an integer of at least 1024, got {self.max_request_bytes!r}")
         if not isinstance(self.env, dict) or not all(isinstance(v, str) for v in self.env.values()):
             raise AgentSpecError("env must map names to strings")
         check_model_options(self)
@@ -72,32 +60,9 @@ class HttpAgentSpec:
         return argv
 
     def as_config(self) -> dict[str, Any]:
-        return {"kind": "http", "command": self.command if isinstance(self.command, str) else shlex.join(self.command),
-                "entry_point": self.entry_point, "max_model_calls": self.max_model_calls,
-                "max_response_tokens": self.max_response_tokens, "timeout_s": self.timeout_s,
-                "agent_type": self.agent_type, "reasoning": self.reasoning, "tool_parser": self.tool_parser}
+        keys = {name: getattr(self, name) for name in (*fields_of(HttpFields), *fields_of(AgentOptions))}
+        keys["command"] = self.command if isinstance(self.command, str) else shlex.join(self.command)
+        return {"kind": "http", **keys}
 
     def build(self, model: Any) -> Any:
         raise AgentSpecError("an http agent runs in its own process: episode_runner.run_episode runs it")
-
-
-def spec_from_keys(keys: dict[str, Any]) -> StrandsAgentSpec | HttpAgentSpec:
-    """A spec from a configuration's ``agent`` keys: ``kind`` picks the spec (``strands``: built
-    here around the trainable model; ``http``: its own process, through the gateway); keys that
-    belong to the other kind must be left at their defaults."""
-    keys = dict(keys)
-    kind = keys.pop("kind", "strands") or "strands"
-    if kind not in AGENT_KINDS:
-        raise AgentSpecError(f"agent.kind must be one of {', '.join(AGENT_KINDS)}, got {kind!r}")
-    http_only = {k: keys.pop(k) for k in ("command", "entry_point", "env", "max_request_bytes") if k in keys}
-    if kind == "strands":
-        given = [k for k, v in http_only.items() if v and v != getattr(HttpAgentSpec, k, None)]
-        if given:
-            raise AgentSpecError(f"agent.{given[0]} is for agent.kind http (this agent is kind strands)")
-        return StrandsAgentSpec(**keys)
-    defaults = StrandsAgentSpec()
-    for name in ("tools", "system_prompt", "factory"):
-        if name in keys and keys.pop(name) not in (getattr(defaults, name), None, "", []):
-            raise AgentSpecError(f"agent.{name} is not used by an http agent (its own process has its "
-                                 "tools and prompt): leave it out")
-    return HttpAgentSpec(**http_only, **keys)

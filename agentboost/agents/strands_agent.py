@@ -10,16 +10,24 @@ from __future__ import annotations
 import copy
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from ..errors import InputError
 from ..imports import ImportPathError, import_object
-from .tool_parsers import AUTO, registered_tool_parsers
+from ..schema import ConfigError, check
+from .options import AgentOptions, StrandsFields, fields_of
 
-DEFAULT_SYSTEM_PROMPT = (
-    "You are a careful assistant. Use the calculator tool for arithmetic, then give the final "
-    "answer as a number."
-)
+
+@runtime_checkable
+class AgentFactory(Protocol):
+    """``factory(model=..., tools=..., system_prompt=...) -> strands.Agent``.
+
+    ``model`` is agentboost's trainable model (a ``strands.models.Model``), ``tools`` the resolved
+    Strands tools of the spec, ``system_prompt`` the spec's. Build the agent around exactly this
+    model so that every call is recorded token for token; add hooks, state or a conversation manager
+    that never trims history (trimming would break the token-exact extension)."""
+
+    def __call__(self, *, model: Any, tools: list[Any], system_prompt: str | None) -> Any: ...
 
 
 class AgentSpecError(InputError):
@@ -56,27 +64,9 @@ def resolve_tools(tools: list[str | Callable]) -> list[Any]:
 
 
 @dataclass
-class StrandsAgentSpec:
-    tools: list[str | Callable] = field(default_factory=lambda: ["agentboost.tools.calculator:calculator"])
-    system_prompt: str | None = DEFAULT_SYSTEM_PROMPT
-    max_model_calls: int = 6
-    max_response_tokens: int = 1024
-    timeout_s: float = 300.0
-    # optional ``module:function(model, tools, system_prompt) -> strands.Agent`` for agents with
-    # custom conversation managers, hooks or state
-    factory: str | None = None
-    # the model family's tool-call format: "auto" (read from the chat template; hermes where the
-    # template shows no other family) or a registered name (agentboost.agents.tool_parsers)
-    tool_parser: str = "auto"
-    # the model family's reasoning markers: "auto" (read from the chat template), "none", or a format
-    # or family name ("think", "qwen3", "deepseek_r1", ...; agentboost.reasoning). Reasoning is
-    # recorded, never acted on: tool calls, the final answer and rewards read the content only
-    reasoning: str = "auto"
-    # the kind of agent, for the reward registry's per-type default (``--reward default``)
-    agent_type: str = "calculator"
-    # one training sequence per episode even where the template would re-render (the distributed
-    # paths need one row per episode); each such place is counted (TrainableModel.always_extend)
-    always_extend: bool = False
+class StrandsAgentSpec(AgentOptions, StrandsFields):
+    """A Strands agent built around the trainable model: its fields and their defaults are
+    ``agents/options.py``'s, the same as the configuration's ``agent`` section."""
     # prior conversation turns (Strands messages: user, assistant toolUse, user toolResult, ...) put
     # at the start of every episode's history: a prompt policy's demonstrations
     # (run/prompt_policy.py). A small model copies a tool call it sees in its history where it
@@ -99,10 +89,10 @@ class StrandsAgentSpec:
         if self.history:  # a configuration names a prompt policy file instead (agent.prompt_policy)
             raise AgentSpecError("a spec with history (demonstration turns) has no configuration keys; save them "
                                  "as a prompt policy and name its file in agent.prompt_policy")
-        return {"tools": [_path_of(t, "tool") for t in self.tools], "system_prompt": self.system_prompt,
-                "max_model_calls": self.max_model_calls, "max_response_tokens": self.max_response_tokens,
-                "timeout_s": self.timeout_s, "agent_type": self.agent_type, "reasoning": self.reasoning,
-                "tool_parser": self.tool_parser, "factory": _path_of(self.factory, "agent factory") if self.factory else ""}
+        keys = {name: getattr(self, name) for name in (*fields_of(StrandsFields), *fields_of(AgentOptions))}
+        keys["tools"] = [_path_of(t, "tool") for t in self.tools]
+        keys["factory"] = _path_of(self.factory, "agent factory") if self.factory else ""
+        return keys
 
     def build(self, model) -> Any:
         """The Strands ``Agent`` around ``model`` (a ``TrainableModel``)."""
@@ -123,23 +113,13 @@ class StrandsAgentSpec:
 
 
 def check_model_options(spec: Any) -> None:
-    """The trainable model's options a spec carries (limits, timeout, tool parser, reasoning), for
-    an agent built here and for one behind the gateway (``agents/http_agent.py``) alike."""
-    for name in ("max_model_calls", "max_response_tokens"):
-        if getattr(spec, name) < 1:
-            raise AgentSpecError(f"{name} must be >= 1, got {getattr(spec, name)}")
-    if spec.timeout_s <= 0:
-        raise AgentSpecError(f"timeout_s must be > 0, got {spec.timeout_s}")
-    if spec.tool_parser != AUTO and spec.tool_parser not in registered_tool_parsers():
-        raise AgentSpecError(f"tool_parser: unknown {spec.tool_parser!r}; expected {AUTO} or one of "
-                             f"{', '.join(registered_tool_parsers())}")
-    if str(spec.reasoning).strip().lower() != "auto":
-        from ..reasoning import ReasoningFormatError, get_reasoning_format
-
-        try:
-            get_reasoning_format(str(spec.reasoning))
-        except ReasoningFormatError as e:
-            raise AgentSpecError(f"reasoning: {e}") from None
+    """The trainable model's options a spec carries (limits, timeout, tool parser, reasoning) against
+    their fields' bounds and choices (``agents/options.py``): the very check the configuration's agent
+    section gets, for an agent built here and one behind the gateway (``agents/http_agent.py``) alike."""
+    try:
+        check(spec, "agent")
+    except ConfigError as e:
+        raise AgentSpecError(str(e)) from None
 
 
 ROLES = ("user", "assistant")

@@ -22,6 +22,9 @@ def add_data(sub) -> None:
     prep.add_argument("--split", default="train",
                       help="source split for Hugging Face datasets; tau2: train, test or base (default: train)")
     prep.add_argument("--domain", help="tau2: airline, retail or telecom")
+    prep.add_argument("--category", help="bfcl: the category (simple_python, multiple, parallel, parallel_multiple, "
+                                         "irrelevance, live_*, multi_turn_base, multi_turn_miss_func, "
+                                         "multi_turn_miss_param, multi_turn_long_context)")
     prep.add_argument("--test-fraction", type=float, help="share of rows for test.parquet (default: per dataset)")
     prep.add_argument("--public-tests", type=int, default=1, help="tests per problem that become public examples (default: 1)")
     prep.add_argument("--show-example", action="store_true",
@@ -51,7 +54,8 @@ def cmd_data_prepare(args) -> int:
 
     opts = PrepareOptions(public_tests=args.public_tests, show_example=args.show_example,
                           test_fraction=args.test_fraction, seed=args.seed, limit=args.limit,
-                          float_tol=args.float_tol, drop_images=args.drop_images, domain=args.domain)
+                          float_tol=args.float_tol, drop_images=args.drop_images, domain=args.domain,
+                          category=args.category)
     report = prepare(args.name, args.out, source=args.source, config=args.config, split=args.split, opts=opts)
     if report.written:
         for path, n in report.written:

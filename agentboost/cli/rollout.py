@@ -42,11 +42,21 @@ def add_rollout(sub) -> None:
                            "OPENAI_BASE_URL, OPENAI_API_KEY and the task, and prints its answer (docs/gateway.md)")
     http.add_argument("--agent-entry-point", metavar="MODULE:FUNCTION",
                       help="as --agent-command, with FUNCTION(prompt, task) -> answer run in a process of its own")
-    add_options(p, ("--system-prompt", str, "the agent's system prompt"),
+    # the agent's flags default to the configuration's agent section (agents/options.py): one set of defaults
+    from ..agents.config import AgentConfig
+    from ..schema import default_of
+
+    def agent_default(name: str) -> str:
+        return f"(default: {default_of(AgentConfig, name)})"
+
+    add_options(p, ("--config", str, "a training configuration: its agent section (and reward and environment) is "
+                                     "the agent the flags below adjust"),
+                ("--system-prompt", str, "the agent's system prompt"),
                 ("--agent-factory", str, "module:function building the Strands Agent around the model"),
-                ("--max-model-calls", 6, "model calls per episode (default: 6)"),
-                ("--max-response-tokens", 1024, "sampled tokens per episode, all calls together (default: 1024)"),
-                ("--timeout", 300.0, "seconds per episode (default: 300)"),
+                ("--max-model-calls", int, f"model calls per episode {agent_default('max_model_calls')}"),
+                ("--max-response-tokens", int,
+                 f"sampled tokens per episode, all calls together {agent_default('max_response_tokens')}"),
+                ("--timeout", float, f"seconds per episode {agent_default('timeout_s')}"),
                 ("--temperature", 0.7, "sampling temperature (default: 0.7)"),
                 ("--top-p", 1.0, "nucleus sampling (default: 1.0)"),
                 ("--max-new-tokens", 256, "tokens per model call (default: 256)"),
@@ -57,16 +67,61 @@ def add_rollout(sub) -> None:
                 ("--answer", str, "ground truth for --prompt, for the reward"),
                 ("--chat-template-kwargs", "{}",
                  'JSON passed to the chat template, e.g. \'{"enable_thinking": false}\''),
-                ("--reasoning", "auto", "the policy's reasoning markers: auto (from the chat template), none, or a "
-                                        "format or family name (think, qwen3, deepseek_r1, ...); tool calls, the "
-                                        "final answer and the reward read the content after the reasoning"),
-                ("--tool-parser", "auto", "the policy's tool-call format: auto (from the chat template; hermes where "
-                                          "it shows no other family) or hermes, qwen3_xml, llama3_json, mistral, "
-                                          "glm45, kimi_k2; --demonstrations write their calls in it"))
+                ("--reasoning", str, "the policy's reasoning markers: auto (from the chat template), none, or a "
+                                     "format or family name (think, qwen3, deepseek_r1, ...); tool calls, the final "
+                                     "answer and the reward read the content after the reasoning "
+                                     + agent_default("reasoning")),
+                ("--tool-parser", str, "the policy's tool-call format: auto (from the chat template; hermes where it "
+                                       "shows no other family) or hermes, qwen3_xml, llama3_json, mistral, glm45, "
+                                       "kimi_k2; --demonstrations write their calls in it " + agent_default("tool_parser")))
+
+
+def rollout_agent(args):
+    """The agent the flags describe: the configuration's agent section (``--config``, else the
+    defaults every path shares), the given flags applied to it as its keys. With ``--config``, also
+    the configuration (for its reward and environment)."""
+    from ..agents.config import AgentConfig
+    from ..schema import apply
+
+    cfg = None
+    if args.config:
+        from ..run.config import load_config
+
+        cfg = load_config(args.config, for_training=False)
+    section = cfg.agent if cfg is not None else AgentConfig()
+    given = {"tools": args.tools, "system_prompt": args.system_prompt, "factory": args.agent_factory,
+             "max_model_calls": args.max_model_calls, "max_response_tokens": args.max_response_tokens,
+             "timeout_s": args.timeout, "reasoning": args.reasoning, "tool_parser": args.tool_parser}
+    given = {k: v for k, v in given.items() if v is not None}
+    if args.agent_command or args.agent_entry_point:
+        if {"tools", "system_prompt", "factory"} & set(given) or args.prompt_policy or args.demonstrations:
+            raise UsageError("--agent-command and --agent-entry-point run your own agent: --tool, --system-prompt, "
+                             "--agent-factory, --prompt-policy and --demonstrations describe one agentboost builds")
+        given.update(kind="http", command=args.agent_command or "", entry_point=args.agent_entry_point or "",
+                     tools=[], system_prompt=None)
+    apply(section, given, "rollout", "agent.")  # types here; bounds and choices when the spec validates
+    if args.prompt_policy:
+        if args.system_prompt is not None:
+            raise UsageError("--prompt-policy brings its own system prompt; give one of --prompt-policy and "
+                             "--system-prompt")
+        section.prompt_policy = args.prompt_policy
+    if cfg is None:
+        from ..run.config import TrainConfig
+
+        holder = TrainConfig(agent=section)
+    else:
+        holder = cfg
+    from ..run.assembly import agent_spec
+
+    spec = agent_spec(holder).validate()  # the one way a configuration's agent becomes a spec
+    if section.prompt_policy:
+        from ..run.prompt_policy import load_prompt_policy
+
+        print(f"agent prompt: {load_prompt_policy(section.prompt_policy).summary()} ({section.prompt_policy})")
+    return spec, cfg
 
 
 def cmd_rollout(args) -> int:
-    from ..agents.strands_agent import StrandsAgentSpec
     from ..environments.strands_env import StrandsEnv
     from ..episodes.record import EpisodeWriter
     from ..episodes.summary import print_summary
@@ -99,40 +154,23 @@ def cmd_rollout(args) -> int:
         tasks = [{"task_id": "prompt-0", "question": args.prompt or "What is 17 + 25?"}]
         if args.answer is not None:
             tasks[0]["answer"] = args.answer
-    spec_kwargs = {}
-    if args.tools:
-        spec_kwargs["tools"] = args.tools
-    if args.system_prompt is not None:
-        spec_kwargs["system_prompt"] = args.system_prompt
-    if args.agent_command or args.agent_entry_point:
-        if spec_kwargs or args.agent_factory or args.prompt_policy or args.demonstrations:
-            raise UsageError("--agent-command and --agent-entry-point run your own agent: --tool, --system-prompt, "
-                             "--agent-factory, --prompt-policy and --demonstrations describe one agentboost builds")
-        from ..agents.http_agent import HttpAgentSpec
-
-        spec = HttpAgentSpec(command=args.agent_command or "", entry_point=args.agent_entry_point or "",
-                             max_model_calls=args.max_model_calls, max_response_tokens=args.max_response_tokens,
-                             timeout_s=args.timeout, reasoning=args.reasoning, tool_parser=args.tool_parser).validate()
-    else:
-        spec = StrandsAgentSpec(max_model_calls=args.max_model_calls, max_response_tokens=args.max_response_tokens,
-                                timeout_s=args.timeout, factory=args.agent_factory, reasoning=args.reasoning,
-                                tool_parser=args.tool_parser,
-                                **spec_kwargs).validate()
-    if args.prompt_policy:
-        if args.system_prompt is not None:
-            raise UsageError("--prompt-policy brings its own system prompt; give one of --prompt-policy and --system-prompt")
-        from ..run.prompt_policy import load_prompt_policy
-
-        policy = load_prompt_policy(args.prompt_policy)
-        spec = policy.apply(spec).validate()
-        print(f"agent prompt: {policy.summary()} ({args.prompt_policy})")
+    spec, cfg = rollout_agent(args)
     reward = args.reward
     if reward == "default":
         reward = default_reward(spec.agent_type)
         if reward is None:
             raise UsageError(f"no default reward for agent type {spec.agent_type!r}; "
                              f"registered: {', '.join(registered_rewards())}")
-    env = StrandsEnv(reward=reward).validate()
+    if cfg is not None:  # the configuration's reward and environment, --reward instead of its reward
+        from ..run.assembly import environment
+
+        env = environment(cfg)
+        if reward is not None:
+            env.reward = reward
+        env.validate()
+        reward = env.reward
+    else:
+        env = StrandsEnv(reward=reward).validate()
     from ..run.assembly import check_sandbox
 
     warning = check_sandbox(reward, list(spec.tools), args.allow_weak_sandbox or None)
@@ -142,7 +180,7 @@ def cmd_rollout(args) -> int:
                               max_new_tokens=args.max_new_tokens, seed=args.seed)
 
     tokenizer = args.tokenizer or str(resolve_model_path(args.model))
-    policy = policy_file = None
+    policy = None
     if args.demonstrations:
         from ..agents.demonstrations import demonstration_sampler
 
@@ -150,45 +188,35 @@ def cmd_rollout(args) -> int:
                                         question_field=args.question_field, tool_parser=spec.tool_parser,
                                         template_kwargs=template_kwargs)
     elif args.sampler_url:
-        url = args.sampler_url
+        sampler = SamplerSpec(tokenizer=tokenizer, sampling=sampling, url=args.sampler_url,
+                              template_kwargs=template_kwargs)
     else:
-        # the policy is served from here; workers reach it over loopback through the vLLM contract.
-        # hf: at most --max-batch decode together, the rest queue (one huge batch is what used to
-        # make 128 episodes in flight time out)
-        from ..sampling.policy_server import start_policy_server
+        # the policy is served from here, as the run's assembly serves one (the configuration's engine
+        # options; --engine in place of rollout.engine); workers reach it over loopback through the
+        # vLLM contract. hf: at most --max-batch decode together, the rest queue (one huge batch is
+        # what used to make 128 episodes in flight time out)
+        from ..run.assembly import sampler_spec, start_policy
+        from ..run.config import TrainConfig
 
         in_flight = args.workers * args.slots
-        engine, policy = start_policy_server(args.engine, args.model, seed=args.seed or 0, slots=in_flight,
-                                             max_batch_size=min(args.max_batch, in_flight))
-        policy_file = str(policy.policy_file) if engine == "vllm" else None
-        url = policy.url
-    if not args.demonstrations:
-        sampler = SamplerSpec(tokenizer=tokenizer, sampling=sampling, url=url, template_kwargs=template_kwargs,
-                              policy_file=policy_file)
+        engine, policy = start_policy(cfg or TrainConfig(), args.model, seed=args.seed or 0, slots=in_flight,
+                                      max_batch=min(args.max_batch, in_flight), engine=args.engine)
+        sampler = sampler_spec(policy, engine, tokenizer, sampling, template_kwargs)
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("")
     t0 = time.perf_counter()
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from ..progress import progress_bar
 
     try:
-        with EpisodeWriter(out) as writer, Progress(
-            TextColumn("episodes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            disable=not sys.stderr.isatty(),
-        ) as progress, StrandsProcessPool(spec, sampler, env, workers=args.workers, slots=args.slots) as pool:
-            bar = progress.add_task("episodes", total=len(tasks) * args.samples)
+        with EpisodeWriter(out) as writer, progress_bar("episodes", len(tasks) * args.samples, transient=False) \
+                as advance, StrandsProcessPool(spec, sampler, env, workers=args.workers, slots=args.slots) as pool:
 
             def on_episode(ep) -> None:
                 apply_group_policy([ep], GroupPolicy.KEEP, failed_reward=env.failed_reward)  # failed: its reward
                 writer.write(ep)
-                progress.advance(bar)
+                advance()
 
             episodes = pool.run(tasks, samples=args.samples, on_episode=on_episode)
             stats = pool.stats()

@@ -125,7 +125,7 @@ def cmd_train(args) -> int:
             raise UsageError(f"{run_dir} already holds a run; use --resume {run_dir} or another --run-dir")
         trainer = trainer_for(cfg, run_dir)  # algorithm.policy: weights (Trainer) or prompt (PromptTrainer)
     print(f"run directory: {trainer.run_dir}", flush=True)
-    from ..trainer.loop import StepAbandoned
+    from ..run.lifecycle import StepAbandoned
 
     trainer.stop_on_signals()  # SIGTERM: finish the step and checkpoint, within run.stop_grace_s
     try:
@@ -195,7 +195,8 @@ def cmd_sft(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from ..evaluation.evaluate import config_for, evaluate
+    from ..evaluation.evaluate import evaluate
+    from ..run.assembly import config_for
     from ..tasks import load_tasks
 
     config = args.config

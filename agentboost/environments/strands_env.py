@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..episodes.record import Episode, Status
 from ..errors import InputError
-from ..rewards.registry import as_result, get_reward
+from ..rewards.registry import RewardValueError, as_result, check_reward_value, declared_range, get_reward
 from ..rewards.shaping import ShapingConfig, shaping_terms
 
 JUDGE = "judge"  # reward.name of the judge reward (agentboost.rewards.judge): a chat model and a rubric
@@ -25,6 +25,31 @@ class ConversationEnded(Exception):
     def __init__(self, reason: str):
         super().__init__(f"the conversation ended: {reason}")
         self.reason = reason
+
+
+@runtime_checkable
+class Conversation(Protocol):
+    """A multi-turn episode: a user simulator that answers the agent (``env.conversation`` names a
+    ``factory(task, policy=None, **options) -> Conversation``).
+
+    ``setup(agent)`` runs once, before the first turn (add hooks or tools); ``await
+    next_user_message(agent)`` gives the next user message (``""``: the agent goes on without one;
+    ``None``: the conversation is over); ``record(agent)`` returns what goes into the episode's
+    ``metadata["conversation"]`` (termination reason, user turns)."""
+
+    def setup(self, agent: Any) -> None: ...
+
+    async def next_user_message(self, agent: Any) -> str | None: ...
+
+    def record(self, agent: Any) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class ConversationFactory(Protocol):
+    """``factory(task, policy=None, **options) -> Conversation`` (``env.conversation``, its
+    options ``env.conversation_options``): one conversation per episode."""
+
+    def __call__(self, task: dict[str, Any], policy: Any = None, **options: Any) -> Conversation: ...
 
 
 @dataclass
@@ -99,13 +124,13 @@ class StrandsEnv:
             if self.reward == JUDGE:
                 from ..rewards.judge import judge_episode
 
-                result = judge_episode(self._judge(), task, episode)
+                result = as_result(judge_episode(self._judge(), task, episode), (0.0, 1.0))
             else:
-                result = as_result(get_reward(self.reward)(task, episode))
+                fn = get_reward(self.reward)
+                result = as_result(fn(task, episode), declared_range(fn))
+            self._apply(episode, result)
         except Exception as e:  # the user's reward: recorded on the episode, never lost
             self._reward_failed(episode, e)
-            return
-        self._apply(episode, result)
 
     @property
     def scores_groups(self) -> bool:
@@ -128,7 +153,10 @@ class StrandsEnv:
                     self._reward_failed(ep, e)
                 continue
             for ep, result in zip(members, results):
-                self._apply(ep, result)
+                try:
+                    self._apply(ep, as_result(result, (0.0, 1.0)))
+                except RewardValueError as e:
+                    self._reward_failed(ep, e)
 
     def _judge(self):
         from ..rewards.judge import judge_config
@@ -142,7 +170,11 @@ class StrandsEnv:
 
         # a judge's service that is down says nothing of the episode: aborted, not an error
         episode.status = Status.ABORTED if is_outage(e) else Status.ERROR
-        episode.error = f"reward {self.reward!r} raised {type(e).__name__}: {e}"
+        episode.reward = None  # nothing of a failed scoring is kept as a reward
+        if isinstance(e, RewardValueError):
+            episode.error = f"reward {self.reward!r} gave an invalid reward: {e}"
+        else:
+            episode.error = f"reward {self.reward!r} raised {type(e).__name__}: {e}"
 
     def _apply(self, episode: Episode, result) -> None:
         components = dict(result.components) or {"outcome": result.score}
@@ -151,6 +183,8 @@ class StrandsEnv:
             for name, value in shaping_terms(self.shaping, episode).items():
                 components[name] = value
                 total += value
-        episode.reward = total
+        for name, value in components.items():
+            check_reward_value(value, f"its component {name!r}")
+        episode.reward = check_reward_value(total, "the total of the reward and its shaping terms")
         episode.reward_components = components
         episode.reward_metadata = dict(result.metadata)

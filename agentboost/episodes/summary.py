@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from statistics import mean
 
@@ -83,13 +84,20 @@ def split_metrics(episodes: list[Episode]) -> dict:
             "split_reasons": {r.value: reasons.get(r.value, 0) for r in SplitReason}}
 
 
+def finite_rewards(episodes: list[Episode]) -> list[float]:
+    """The rewards a figure may use: scoring never gives a NaN or an infinite reward now (the
+    episode errs: rewards.registry.as_result), but a file written before may hold one."""
+    return [float(ep.reward) for ep in episodes
+            if isinstance(ep.reward, (int, float)) and not isinstance(ep.reward, bool) and math.isfinite(ep.reward)]
+
+
 def summarize(episodes: list[Episode]) -> dict:
     statuses = Counter(ep.status for ep in episodes)
     tools: Counter = Counter()
     for ep in episodes:
         for t in ep.tool_calls:
             tools[(t.name, "ok" if t.ok else "error")] += 1
-    rewards = [ep.reward for ep in episodes if ep.reward is not None]
+    rewards = finite_rewards(episodes)
     return {
         "episodes": len(episodes),
         "statuses": {s: statuses.get(s, 0) for s in STATUSES},

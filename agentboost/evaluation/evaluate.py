@@ -17,15 +17,22 @@ import numpy as np
 
 from ..agents.http_agent import HttpAgentSpec
 from ..episodes.record import Episode, EpisodeWriter
-from ..episodes.summary import reasoning_metrics, success_ci95, tool_use_metrics
+from ..episodes.summary import finite_rewards, reasoning_metrics, success_ci95, tool_use_metrics
 from ..models.chat import chat_model_spec, is_chat_model_spec
 from ..rewards.groups import apply_group_policy
-from ..rollout.pool import StrandsProcessPool
-from ..run.assembly import agent_spec, check_config_sandbox, environment
-from ..run.checkpoint import CheckpointError, load_policy_from_run, split_run_spec
+from ..rollout.pool import StrandsProcessPool, collect
+from ..run.assembly import (
+    agent_spec,
+    chat_sampler_spec,
+    check_config_sandbox,
+    environment,
+    policy_pool,
+    sampler_spec,
+    sampling,
+    start_policy_for_spec,
+)
+from ..run.checkpoint import CheckpointError, split_run_spec
 from ..run.config import TrainConfig
-from ..sampling.protocol import SamplingParams
-from ..sampling.spec import SamplerSpec
 from .progress import Progress, check_args, read_progress, rewrite_episodes, run_resumable
 from .statistics import EvalInputError, paired_comparison
 
@@ -51,69 +58,13 @@ def describe(episodes: list[Episode], label: str) -> PolicyReport:
     per_task: dict[str, list[float]] = {}
     for ep in episodes:
         per_task.setdefault(ep.task_id, []).append(float(ep.succeeded))
-    rewards = [ep.reward for ep in episodes if ep.reward is not None]
+    rewards = finite_rewards(episodes)
     p = float(np.mean([ep.succeeded for ep in episodes])) if episodes else None  # every one aborted
     tools = {**tool_use_metrics(episodes), **reasoning_metrics(episodes)}
     return PolicyReport(label=label, success_rate=p, mean_reward=float(np.mean(rewards)) if rewards else None,
                         tool_call_rate=tools["tool_call_rate"], episodes=len(episodes),
                         success_ci95=success_ci95(episodes), tool_use=tools,
                         per_task=per_task, aborted=aborted)
-
-
-def load_policy_spec(spec: str):
-    """(model, tokenizer, description, tokenizer path) for an embedded model name, a model
-    directory, or a training run directory, ``RUN_DIR[:CHECKPOINT]`` (its newest intact
-    checkpoint, or the one named: ``best``, ``latest``, ``step_000012``, on its base model)."""
-    from ..models.loading import load_policy, resolve_model_path
-
-    run, checkpoint = split_run_spec(spec)
-    path = Path(run)
-    if (path / "config.yaml").is_file():  # a training run directory
-        model, tok, desc, base = load_policy_from_run(path, checkpoint)
-        return model, tok, desc, base
-    model, tok = load_policy(spec)
-    return model, tok, spec, str(resolve_model_path(spec))
-
-
-def start_spec_server(spec: str, cfg: TrainConfig, seed: int, slots: int, max_batch_size: int,
-                      engine: str | None = None):
-    """(engine name, started policy server, description, tokenizer path, tokenizer) for a policy spec, on
-    the configured engine (``rollout.engine``, or ``engine``), as in training: a run's checkpoint
-    goes onto a vLLM server as its adapter (or full weights) over the base model. ``eval`` and
-    ``serve`` start their policies here."""
-    from ..run.policy_engine import server_options
-    from ..sampling.policy_server import start_policy_server
-
-    model, tok, desc, tokenizer_path = load_policy_spec(spec)
-    trained = (Path(split_run_spec(spec)[0]) / "config.yaml").is_file()
-    lora_rank = model.peft_config["default"].r if hasattr(model, "peft_config") else 0
-    options = server_options(cfg)
-    if engine is not None:
-        options["engine"] = engine
-    name, server = start_policy_server(model_path=tokenizer_path, model=model, tokenizer=tok, seed=seed,
-                                       slots=slots, max_batch_size=max_batch_size, lora_rank=lora_rank,
-                                       full_weight_sync=trained and not lora_rank, weights_version=int(trained),
-                                       **options)
-    try:
-        server.identity = _verified_identity(spec, server, model, int(trained))
-    except BaseException:
-        server.close()
-        raise
-    return name, server, desc, tokenizer_path, tok
-
-
-def _verified_identity(spec: str, server, model, version: int) -> dict:
-    """The engine holds the policy loaded here, and a run's checkpoint is what the run trained
-    (``run/verify.py``): ``serve`` answers with its digest."""
-    from ..run.checkpoint import resolve_checkpoint
-    from ..run.verify import verify_served
-
-    run, checkpoint = split_run_spec(spec)
-    step = None
-    if version:
-        name = resolve_checkpoint(Path(run), checkpoint).name
-        step = int(name.rsplit("_", 1)[1]) if name.startswith("step_") else None
-    return verify_served(server, model, version, run_dir=run if version else None, checkpoint_step=step)
 
 
 def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, seed: int, workers: int, slots: int,
@@ -163,13 +114,9 @@ def run_policy(spec: str, tasks: list[dict], cfg: TrainConfig, samples: int, see
 
 
 def run_jobs(pool: StrandsProcessPool, jobs: list[tuple[dict, int]], on_episode) -> list[Episode]:
-    """(task, sample) pairs on ``pool``, ``on_episode`` called as each finishes; in job order."""
-    futures = []
-    for task, k in jobs:
-        fut = pool.submit(task, group_id=str(task["task_id"]), sample=k)
-        fut.add_done_callback(lambda f: on_episode(f.result()))
-        futures.append(fut)
-    return [f.result() for f in futures]
+    """(task, sample) pairs on ``pool``, ``on_episode`` called as each finishes (every one of them
+    before this returns); in job order."""
+    return collect([pool.submit(task, group_id=str(task["task_id"]), sample=k) for task, k in jobs], on_episode)
 
 
 def _label(spec) -> str:
@@ -185,13 +132,11 @@ def _chat_pool(spec, tasks, cfg: TrainConfig, samples: int, seed: int, workers: 
     warning = check_config_sandbox(cfg)
     if warning:
         log(f"warning: {warning}")
-    v = cfg.validation
-    sampling = SamplingParams(temperature=v.temperature, top_p=v.top_p, max_new_tokens=v.max_new_tokens, seed=seed)
     log(f"evaluating {chat.describe()} on {len(tasks)} tasks x {samples} (chat model through Strands' "
         f"{chat.provider} provider; text-level episodes)")
-    sampler = SamplerSpec(tokenizer=None, sampling=sampling, kind="chat", chat=chat.as_dict())
+    sampler = chat_sampler_spec(chat, sampling(cfg, "validation", seed=seed))
     agent = _with_prompt_policy(agent_spec(cfg), prompt_policy) if prompt_policy is not None else agent_spec(cfg)
-    with StrandsProcessPool(agent, sampler, environment(cfg), workers=workers, slots=slots) as pool:
+    with policy_pool(cfg, agent, sampler, environment(cfg), workers=workers, slots=slots) as pool:
         yield pool
 
 
@@ -205,17 +150,14 @@ def _policy_pool(spec: str, tasks, cfg: TrainConfig, samples: int, seed: int, wo
     agent, env = agent_spec(cfg), environment(cfg)
     if prompt_policy is not None:
         agent = _with_prompt_policy(agent, prompt_policy)
-    v = cfg.validation
-    # the same seed for both policies: common random numbers, so the difference is the models'
-    sampling = SamplingParams(temperature=v.temperature, top_p=v.top_p, max_new_tokens=v.max_new_tokens, seed=seed)
-    engine, server, desc, tokenizer_path, _ = start_spec_server(spec, cfg, seed, workers * slots, workers * slots)
+    engine, server, desc, tokenizer_path, _ = start_policy_for_spec(spec, cfg, seed, workers * slots, workers * slots)
     trained = (Path(split_run_spec(spec)[0]) / "config.yaml").is_file()
     how = f", {server.sync} weights" if engine == "vllm" and trained else ""
     log(f"evaluating {desc} on {len(tasks)} tasks x {samples} ({engine} engine{how})")
     with server:
-        sampler = SamplerSpec(tokenizer=tokenizer_path, sampling=sampling, url=server.url,
-                              policy_file=str(server.policy_file) if engine == "vllm" else None)
-        with StrandsProcessPool(agent, sampler, env, workers=workers, slots=slots) as pool:
+        # the same seed for both policies: common random numbers, so the difference is the models'
+        sampler = sampler_spec(server, engine, tokenizer_path, sampling(cfg, "validation", seed=seed))
+        with policy_pool(cfg, agent, sampler, env, workers=workers, slots=slots) as pool:
             yield pool
 
 
@@ -224,17 +166,6 @@ def _with_prompt_policy(agent, prompt_policy):
         raise EvalInputError("--prompt-policy sets the prompt of an agent agentboost builds; an http agent "
                              "(agent.kind http) keeps its own")
     return prompt_policy.apply(agent)
-
-
-def config_for(model: str, config: str | None, overrides: list[str] = ()) -> TrainConfig:
-    """The agent, reward and validation sampling: from ``config`` (a training YAML), else from the
-    model's run directory, else the defaults."""
-    from ..run.config import load_config
-
-    saved = Path(split_run_spec(model)[0]) / "config.yaml"
-    if config is None and saved.is_file():
-        config = saved
-    return load_config(config, list(overrides), for_training=False)
 
 
 def evaluate(model: str, baseline: str, tasks: list[dict], cfg: TrainConfig, samples: int = 2, seed: int = 0,

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable
 from aiohttp import web
 
 from ..agents.trainable_model import SampledTurn
+from ..files import loads_json
 
 
 class BadRequest(ValueError):
@@ -105,15 +106,17 @@ def size_text(n: int) -> str:
 
 
 async def read_json(request: web.Request, limit_hint: str) -> Any:
-    """The request's JSON body; ``BadRequest`` when it is not JSON, ``TooLarge`` past the server's
+    """The request's JSON body; ``BadRequest`` when it is not JSON, nests too deeply (a
+    100,000-deep array raised RecursionError: a 500) or writes NaN or Infinity (not JSON: they would
+    enter rewards and statistics as numbers) (``files.loads_json``); ``TooLarge`` past the server's
     size limit (read before anything is parsed or tokenised)."""
     try:
-        return await request.json()
+        return await request.json(loads=loads_json)
     except web.HTTPRequestEntityTooLarge:
         raise TooLarge(f"request larger than the limit of {size_text(request.app._client_max_size)} "
                        f"({limit_hint})") from None
-    except ValueError:
-        raise BadRequest("request body is not valid JSON") from None
+    except ValueError as e:
+        raise BadRequest(f"request body is not valid JSON: {e}") from None
 
 
 class TooLarge(ValueError):

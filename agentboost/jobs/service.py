@@ -57,14 +57,18 @@ from .events import TERMINAL, UnknownSubscription, Webhooks, job_events
 from .store import JobStore, UnknownJob
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
+BODY_TIMEOUT_S = 30.0
 DELIVERIES = web.AppKey("deliveries", asyncio.Task)
 QUEUE = web.AppKey("queue", asyncio.Task)
 
 
-def make_app(store: JobStore, allow_private_webhooks: bool = False) -> web.Application:
+def make_app(store: JobStore, allow_private_webhooks: bool = False,
+             body_timeout_s: float | None = None) -> web.Application:
     """The service over ``store``. ``allow_private_webhooks``: deliver to loopback, private and
     link-local addresses too (refused by default: a token holder could otherwise make the service
-    post to what only this machine can reach)."""
+    post to what only this machine can reach). ``body_timeout_s``: a request whose body has not
+    arrived by then is answered 408 (None: ``BODY_TIMEOUT_S``)."""
+    body_timeout_s = BODY_TIMEOUT_S if body_timeout_s is None else body_timeout_s
     token = store.token()
 
     @web.middleware
@@ -81,7 +85,12 @@ def make_app(store: JobStore, allow_private_webhooks: bool = False) -> web.Appli
             return web.json_response({"error": str(e)}, status=400)
 
     async def body(request: web.Request) -> dict[str, Any]:
-        raw = await request.read()
+        try:  # a client that trickles its body must not hold a request (and its memory) forever
+            raw = await asyncio.wait_for(request.read(), body_timeout_s)
+        except asyncio.TimeoutError:
+            raise web.HTTPRequestTimeout(
+                text=json.dumps({"error": f"the request body did not arrive within {body_timeout_s:g} s"}),
+                content_type="application/json") from None
         try:
             data = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError:

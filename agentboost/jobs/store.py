@@ -36,6 +36,36 @@ from ..errors import InputError
 from ..files import atomic_write_text, iter_jsonl
 from ..run.metrics import validation_figure
 
+# what a console prints that says nothing of why a job failed: progress bars (tqdm's "45%|####  | 9/20
+# [00:01<00:02, 4.1it/s]", rich's bar characters), as the log holds them with their carriage returns,
+# and terminal colour codes
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_PROGRESS = re.compile(r"\d+%\||\|\s*\d+/\d+\s*\[|\d+(?:\.\d+)?\s*(?:it|s)/(?:s|it)\b|[\u2580-\u259f\u2500-\u257f]{3,}")
+REASON_BYTES = 2000
+
+
+def failure_reason(job_dir: Path) -> str:
+    """Why a job failed, in at most ``REASON_BYTES``: the run's own ``failed`` event (its one-line
+    reason), else the end of the job's console output without its progress bars (a job that failed
+    before its run began: a configuration error's one line, an internal error's traceback)."""
+    failed = [e for _, e in iter_jsonl(job_dir / "run" / "events.jsonl", growing=True)
+              if isinstance(e, dict) and e.get("event") == "failed"] if (job_dir / "run" / "events.jsonl").is_file() else []
+    if failed and failed[-1].get("error"):
+        return str(failed[-1]["error"])[:REASON_BYTES]
+    log = job_dir / "log.txt"
+    if not log.is_file():
+        return ""
+    text = _ANSI.sub("", log.read_text(errors="replace")[-200_000:])
+    lines = [line.rstrip() for line in re.split(r"[\r\n]", text)]
+    lines = [line for line in lines if line.strip() and not _PROGRESS.search(line)]
+    out: list[str] = []
+    for line in reversed(lines):  # the last lines, whole, up to the budget
+        if sum(len(x) + 1 for x in out) + len(line) > REASON_BYTES:
+            break
+        out.append(line)
+    return "\n".join(reversed(out))
+
+
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # always fullmatch: "$" would accept a final newline
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}-[0-9a-f]{8}")
 
@@ -114,10 +144,11 @@ class JobStore:
         if metadata is not None and not isinstance(metadata, dict):
             raise JobError(f"metadata must be a JSON object, got {type(metadata).__name__}")
         if reward is None:
+            from ..agents.config import AgentConfig
             from ..rewards.registry import default_reward
-            from ..run.config import AgentConfig
+            from ..schema import default_of
 
-            agent_type = (agent or {}).get("agent_type") or AgentConfig.agent_type
+            agent_type = (agent or {}).get("agent_type") or default_of(AgentConfig, "agent_type")
             reward = default_reward(agent_type) or "exact_answer"
         if not isinstance(reward, str) or not reward:
             raise JobError("reward must be a registered reward name or module:function")
@@ -210,7 +241,7 @@ class JobStore:
                "reward": meta.get("reward"), "metadata": meta.get("metadata", {})}
         out.pop("run_dir", None)
         if state == "failed":
-            out["error"] = (d / "log.txt").read_text(errors="replace")[-2000:] if (d / "log.txt").is_file() else ""
+            out["error"] = failure_reason(d)
         from ..run.checkpoint import latest_name  # (it imports torch: not at the service's start)
 
         out["checkpoint"] = latest_name(d / "run")

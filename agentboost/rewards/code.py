@@ -94,3 +94,5 @@ code_partial_reward = partial(code_reward, partial_credit=True)
 # the trainer and `score` refuse to run these without an isolating sandbox (``require_isolation``)
 code_reward.runs_model_code = True
 code_partial_reward.runs_model_code = True
+# a variant with a no_code_penalty (a partial of its own) declares no range unless its author says so
+code_reward.reward_range = code_partial_reward.reward_range = (0.0, 1.0)

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import re
+import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from decimal import Decimal
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from ..episodes.record import Episode, Status
 from ..errors import InputError
@@ -28,6 +31,18 @@ class RewardResult:
     score: float
     components: dict[str, float] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class RewardFunction(Protocol):
+    """``reward(task, episode) -> RewardResult | float``.
+
+    ``task`` is the dataset row (a dict, the task file's columns); ``episode`` the finished
+    ``Episode`` (messages, tool calls, ``final_answer``, ``status``). A plain number is taken as the
+    outcome reward. An exception marks the episode ``error`` with its text; it is never scored 0
+    silently."""
+
+    def __call__(self, task: dict[str, Any], episode: Episode) -> "RewardResult | float": ...
 
 
 RewardFn = Callable[[dict[str, Any], Episode], "RewardResult | float"]
@@ -103,11 +118,36 @@ def _lookup(name_or_path: str) -> RewardFn:
             raise UnknownRewardError(str(e)) from None
         if not callable(fn):
             raise UnknownRewardError(f"reward {name_or_path!r} is not callable")
+        why = _not_a_reward(fn)
+        if why:
+            raise UnknownRewardError(f"reward {name_or_path!r} {why}: expected a function reward(task, episode) "
+                                     "or reward(trajectory)")
         return fn
     raise UnknownRewardError(
         f"unknown reward {name_or_path!r}; registered: {', '.join(registered_rewards()) or '(none)'}; "
         "or give an import path module:function"
     )
+
+
+def _not_a_reward(fn: Callable) -> str | None:
+    """Why an importable callable cannot be a reward, found before a run starts (else every episode
+    would err at its first scoring, after the model loaded): a function of Python's standard library
+    (``json:loads`` takes one argument, so it would be called with a trajectory), or one that takes
+    neither (task, episode) nor (trajectory)."""
+    module = str(getattr(fn, "__module__", None) or "")
+    if module.split(".")[0] in sys.stdlib_module_names:
+        return f"is a function of Python's standard library ({module}), not a reward"
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None  # a callable without a signature: judged when it runs
+    for args in ((None, None), (None,)):
+        try:
+            sig.bind(*args)
+            return None
+        except TypeError:
+            continue
+    return f"takes neither (task, episode) nor (trajectory): its signature is {sig}"
 
 
 def portable_reward(reward: str | Callable) -> str:
@@ -130,12 +170,48 @@ def portable_reward(reward: str | Callable) -> str:
     return f"{module}:{name}"
 
 
-def as_result(value: RewardResult | float | int) -> RewardResult:
+class RewardValueError(ValueError):
+    """A reward that is not a number a trainer can learn from: not finite (NaN, infinity) or outside the
+    range its function declares (``reward_range``). The episode is an error with this reason, never
+    a score: a NaN averages into every figure it touches, and health counts errors."""
+
+
+def as_result(value: RewardResult | float | int, declared: tuple[float, float] | None = None) -> RewardResult:
+    """A reward function's return value as a ``RewardResult``, checked: its score and components
+    finite, the score within ``declared`` (the function's ``reward_range``) when given; else
+    ``RewardValueError``."""
     if isinstance(value, RewardResult):
-        return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        result = value
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"a reward function must return a RewardResult or a number, got {type(value).__name__}")
-    return RewardResult(score=float(value), components={"outcome": float(value)})
+    else:
+        result = RewardResult(score=float(value), components={"outcome": float(value)})
+    check_reward_value(result.score, "its score", declared)
+    for name, v in result.components.items():
+        check_reward_value(v, f"its component {name!r}")
+    return result
+
+
+def check_reward_value(value: Any, what: str, declared: tuple[float, float] | None = None) -> float:
+    """``value`` as a float, or ``RewardValueError`` naming ``what`` when it is not a finite number
+    (or lies outside ``declared``, a (low, high) range)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RewardValueError(f"{what} is not a number: {value!r}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise RewardValueError(f"{what} is {x} (not a finite number)")
+    if declared is not None and not declared[0] <= x <= declared[1]:
+        raise RewardValueError(f"{what} {x:g} is outside the reward's declared range [{declared[0]:g}, {declared[1]:g}]")
+    return x
+
+
+def declared_range(fn: Any) -> tuple[float, float] | None:
+    """A reward function's declared ``reward_range`` (low, high), if it declares one."""
+    r = getattr(fn, "reward_range", None)
+    if r is None:
+        return None
+    lo, hi = r
+    return float(lo), float(hi)
 
 
 # why a reward found nothing to grade (the ``reason`` in its metadata)
@@ -193,6 +269,16 @@ def last_number(text: str | None) -> float | None:
     return float(found[-1].replace(",", ""))
 
 
+def numbers_equal(expected: str, got: str) -> bool:
+    """Two numbers as written (thousands commas allowed), compared as decimals: an integer exactly
+    (``42.0`` is 42; ``42.0000000001`` is not, nor is a 19-digit integer off by one, which floats
+    would call equal), a decimal within 1e-9."""
+    e, g = Decimal(expected.replace(",", "").replace(" ", "")), Decimal(got.replace(",", ""))
+    if "." not in expected:
+        return e == g
+    return abs(e - g) < Decimal("1e-9")
+
+
 @register_reward("exact_answer")
 def exact_answer(task: dict[str, Any], episode: Episode) -> RewardResult:
     """1.0 when the final answer's last number equals the task's ``answer`` (numbers compared
@@ -210,7 +296,7 @@ def exact_answer(task: dict[str, Any], episode: Episode) -> RewardResult:
     want = last_number(expected)
     if want is not None and _NUMBER.fullmatch(expected.replace(" ", "")):
         got = last_number(got_text)
-        ok = got is not None and abs(got - want) < 1e-9
+        ok = got is not None and numbers_equal(expected, _NUMBER.findall(got_text)[-1])
         meta = {"extracted": got, "expected": want}
         if got is None:
             meta["reason"] = missing_reason(answer, last_number(answer.reasoning) is not None, "no number in the final answer")
@@ -223,6 +309,7 @@ def exact_answer(task: dict[str, Any], episode: Episode) -> RewardResult:
     return RewardResult(score=score, components={"outcome": score}, metadata=meta)
 
 
+exact_answer.reward_range = (0.0, 1.0)
 
 
 # The GRPO guide's form of a reward: ``reward(trajectory)``. get_reward hands every caller the

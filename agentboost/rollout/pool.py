@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 import weakref
-from concurrent.futures import Future
+from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as mp_wait
 from statistics import quantiles
@@ -97,6 +97,27 @@ def _signal_name(exitcode: int | None) -> str:
         except ValueError:
             return f"signal {-exitcode}"
     return f"exit code {exitcode}"
+
+
+def collect(futures: list[Future], on_episode: Callable[[Episode], None] | None = None) -> list[Episode]:
+    """The episodes of ``futures`` in their order, ``on_episode`` called for each as it finishes, in
+    this thread. Not a done-callback: a future's waiters wake before its callbacks run, so a caller
+    could return (and close the file the callback writes to) before the last one had run. An
+    interrupt (Ctrl-C) still hands over every episode that finished before it, then goes on."""
+    if on_episode is None:
+        return [f.result() for f in futures]
+    handed: set[int] = set()
+    try:
+        for fut in as_completed(futures):
+            handed.add(id(fut))
+            on_episode(fut.result())
+    except (KeyboardInterrupt, SystemExit):
+        for fut in futures:
+            if id(fut) not in handed and fut.done() and not fut.cancelled() and fut.exception() is None:
+                handed.add(id(fut))
+                on_episode(fut.result())
+        raise
+    return [f.result() for f in futures]
 
 
 class StrandsProcessPool:
@@ -180,14 +201,8 @@ class StrandsProcessPool:
             on_episode: Callable[[Episode], None] | None = None) -> list[Episode]:
         """Run ``samples`` episodes of every task (one GRPO group per task); returns them in
         submission order. ``on_episode`` is called as each one finishes."""
-        futures: list[Future] = []
-        for task in tasks:
-            for k in range(samples):
-                fut = self.submit(task, group_id=str(task["task_id"]), sample=k)
-                if on_episode is not None:
-                    fut.add_done_callback(lambda f: on_episode(f.result()))
-                futures.append(fut)
-        return [f.result() for f in futures]
+        futures = [self.submit(task, group_id=str(task["task_id"]), sample=k) for task in tasks for k in range(samples)]
+        return collect(futures, on_episode)
 
     async def arun(self, tasks: Iterable[dict[str, Any]], samples: int = 1) -> list[Episode]:
         return list(await asyncio.gather(*(self.submit_async(t, group_id=str(t["task_id"]), sample=k)

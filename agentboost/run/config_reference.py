@@ -1,60 +1,16 @@
 """Every training configuration key with its type, default, bounds or choices and meaning, read
-from the schema itself (``run/config.py``: the dataclasses, their comments, ``BOUNDS`` and the
-choices the validation checks), never from a hand-kept copy. ``agentboost config`` prints it;
+from the fields alone (``schema.option``: each field's help, bounds and choices; a section's
+docstring gives its title), never from a hand-kept copy. ``agentboost config`` prints it;
 ``docs/configuration.md`` is its markdown, kept equal by ``tests/run/test_config_reference.py``."""
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import io
-import tokenize
 import typing
 from typing import Any
 
-from . import config as schema
-
-_SECTIONS = {
-    "model": "the policy model and its adapter",
-    "data": "the tasks",
-    "agent": "the Strands agent that runs each episode",
-    "reward": "how episodes are scored",
-    "env": "the episode's environment",
-    "sampling": "training samples",
-    "validation": "held-out evaluation during and after training",
-    "warm_start": "supervised steps on demonstrations before the first GRPO step",
-    "algorithm": "advantages and the policy loss (veRL's registries); what training changes",
-    "prompt": "the prompt policy (algorithm.policy: prompt): candidates and the held-out gate",
-    "optim": "the optimizer and the update",
-    "run": "budgets, checkpoints, logging and workers",
-    "rollout": "the engine that samples the policy",
-    "sandbox": "the sandbox for model-written code",
-    "verify": "that the policy served is the policy trained: weight fingerprints, log-prob parity",
-}
-
-
-def _comments(cls) -> dict[str, str]:
-    """Each field's comment: the one on its line, else the block of comment lines just above it."""
-    source = inspect.getsource(cls)
-    lines = source.splitlines()
-    trailing: dict[int, str] = {}
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type == tokenize.COMMENT and lines[tok.start[0] - 1].strip() != tok.string.strip():
-            trailing[tok.start[0]] = tok.string.lstrip("#").strip()
-    out = {}
-    for i, line in enumerate(lines, start=1):
-        name = line.strip().split(":", 1)[0]
-        if not line.startswith("    ") or line.startswith("     ") or not name.isidentifier() or ":" not in line:
-            continue
-        text = trailing.get(i, "")
-        if not text:
-            above, j = [], i - 1
-            while j >= 1 and lines[j - 1].strip().startswith("#"):
-                above.insert(0, lines[j - 1].strip().lstrip("#").strip())
-                j -= 1
-            text = " ".join(above)
-        out[name] = text
-    return out
+from ..schema import bounds_of, choices_of, describe_bounds, help_of, hints, title_of
+from .config import TrainConfig
 
 
 def _type(hint: Any) -> str:
@@ -62,27 +18,29 @@ def _type(hint: Any) -> str:
     return text or str(hint).replace("typing.", "")
 
 
-def _bounds(key: str) -> str:
-    b = schema.BOUNDS.get(key)
-    return schema._describe_bounds(*b) if b is not None else ""  # the words the validation's errors use
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def sections() -> list[tuple[str, type]]:
+    return [(f.name, hints(TrainConfig)[f.name]) for f in dataclasses.fields(TrainConfig)]
 
 
 def rows() -> list[dict[str, str]]:
     """One row per key: key, type, default, allowed (bounds or choices), meaning."""
-    choices = schema._choices()
     out = []
-    for section in dataclasses.fields(schema.TrainConfig):
-        cls = section.type if isinstance(section.type, type) else typing.get_type_hints(schema.TrainConfig)[section.name]
-        hints, comments, default = typing.get_type_hints(cls), _comments(cls), cls()
+    for name, cls in sections():
+        types, default = hints(cls), cls()
         for f in dataclasses.fields(cls):
-            key = f"{section.name}.{f.name}"
-            allowed = _bounds(key)
-            if key in choices:
-                allowed = "one of " + ", ".join(choices[key])
-            elif hints[f.name] is float:
+            key = f"{name}.{f.name}"
+            bounds, choices = bounds_of(f), choices_of(f)
+            allowed = describe_bounds(bounds) if bounds else ""  # the words the validation's errors use
+            if choices is not None:
+                allowed = "one of " + ", ".join(choices)
+            elif types[f.name] is float:
                 allowed = (allowed + "; " if allowed else "") + "finite"
-            out.append({"key": key, "type": _type(hints[f.name]), "default": repr(getattr(default, f.name)),
-                        "allowed": allowed, "meaning": comments.get(f.name, "")})
+            out.append({"key": key, "type": _type(types[f.name]), "default": repr(getattr(default, f.name)),
+                        "allowed": allowed, "meaning": help_of(f)})
     return out
 
 
@@ -98,7 +56,7 @@ def markdown() -> str:
         section = r["key"].split(".")[0]
         if section != current:
             current = section
-            lines += ["", f"## {section}: {_SECTIONS.get(section, '')}", "",
+            lines += ["", f"## {section}: {_lower_first(title_of(dict(sections())[section]))}", "",
                       "| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
         cells = [f"`{r['key']}`", r["type"], f"`{r['default']}`", r["allowed"], r["meaning"]]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")

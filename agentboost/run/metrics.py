@@ -34,6 +34,43 @@ def validation_sample(cfg, tasks: int, episodes: int, aborted: int = 0) -> dict[
             "val_tasks_file": cfg.data.val_file}
 
 
+def validation_metrics(cfg, step: int, episodes: list) -> dict[str, Any]:
+    """A validation's figures from its episodes, the same for both trainers: pass@1 and pass@k per
+    task (``validation.k`` samples each), the mean reward, tool use, reasoning and splits, and what
+    they were estimated from. An aborted episode (the serving side was down) is no outcome: it is
+    counted in ``val_aborted`` and left out of every figure, never scored as a failure; a task it
+    leaves with fewer than k outcomes is left out of pass@k (pass@k of k trials needs k)."""
+    import numpy as np
+
+    from ..episodes.passk import pass_at_k
+    from ..episodes.summary import reasoning_metrics, split_metrics, success_ci95, tool_use_metrics
+
+    k = cfg.validation.k
+    aborted = sum(ep.aborted for ep in episodes)
+    episodes = [ep for ep in episodes if not ep.aborted]
+    by_task: dict[str, list] = {}
+    for ep in episodes:
+        by_task.setdefault(ep.task_id, []).append(ep)
+    p1 = [pass_at_k(len(eps), sum(e.succeeded for e in eps), 1) for eps in by_task.values()]
+    # pass@k needs k outcomes of a task: one that an outage left with fewer is out of pass@k only
+    pk = [pass_at_k(len(eps), sum(e.succeeded for e in eps), k) for eps in by_task.values() if len(eps) >= k]
+    rewards = [ep.reward for ep in episodes if ep.reward is not None]
+    return {"step": step, "val_reward_mean": float(np.mean(rewards)) if rewards else None,
+            "val_pass@1": float(np.mean(p1)) if p1 else None, f"val_pass@{k}": float(np.mean(pk)) if pk else None,
+            **validation_sample(cfg, len(by_task), len(episodes), aborted),
+            **{f"val_{name}": v for name, v in tool_use_metrics(episodes).items()},
+            "val_success_ci95": success_ci95(episodes),
+            **{f"val_{name}": v for name, v in reasoning_metrics(episodes).items()},
+            **{f"val_{name}": v for name, v in split_metrics(episodes).items()}}
+
+
+def validation_summary(m: dict[str, Any]) -> dict[str, Any]:
+    """The line of a validation a run's result keeps (first and last): step, pass@1, tool-call rate,
+    episodes, and the figure named for what it is."""
+    return {"step": m["step"], "pass@1": m["val_pass@1"], "tool_call_rate": m["val_tool_call_rate"],
+            "episodes": m["val_episodes"], "figure": figure_text(validation_figure(m))}
+
+
 def validation_figure(row: dict[str, Any] | None) -> dict[str, Any] | None:
     """One validation's success figure, named for what it is: pass@1 estimated from
     ``samples_per_task`` samples on each of ``tasks`` held-out tasks, greedy or sampled at

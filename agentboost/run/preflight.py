@@ -80,12 +80,13 @@ def warm_start_tasks(cfg: TrainConfig, where: str = "config") -> list[dict[str, 
     if not ws.demonstrations:
         return []
     from ..agents.demonstrations import check_solution
-    from ..tasks import load_tasks
+    from ..tasks import load_tasks, not_a_file
 
     path = ws.tasks_file or cfg.data.train_file
     key = "warm_start.tasks_file" if ws.tasks_file else "data.train_file"
-    if not Path(path).is_file():
-        raise ConfigError(f"{where}: {key} {path} does not exist")
+    problem = not_a_file(Path(path))
+    if problem:
+        raise ConfigError(f"{where}: {key} {path} {problem}")
     tasks = load_tasks(path, question_field=cfg.data.question_field)
     if len(tasks) < ws.demonstrations:
         raise ConfigError(f"{where}: warm_start.demonstrations is {ws.demonstrations} but {key} ({path}) "

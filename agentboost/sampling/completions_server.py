@@ -19,8 +19,9 @@ from typing import Any
 
 from aiohttp import web
 
+from ..files import loads_json
 from .hf_engine import HFEngine
-from .protocol import SamplerError, SamplingParams
+from .protocol import PromptTooLongError, SamplerError, SamplingParams
 
 
 MAX_REQUEST_BYTES = 64 * 1024 * 1024
@@ -167,7 +168,7 @@ class CompletionsServer(BackgroundServer):
 
     async def _completions(self, request: web.Request) -> web.Response:
         try:
-            prompt, params, body = _parse_request(await request.json())
+            prompt, params, body = _parse_request(await request.json(loads=loads_json))
         except BadRequest as e:
             return _error(400, str(e))
         except ValueError:
@@ -175,7 +176,7 @@ class CompletionsServer(BackgroundServer):
         try:
             res = await asyncio.wrap_future(self.engine.submit(prompt, params))
         except SamplerError as e:
-            return _error(400 if "context" in str(e) else 500, str(e))
+            return _error(400 if isinstance(e, PromptTooLongError) else 500, str(e))
         tok = self.engine.tokenizer
         choice: dict[str, Any] = {
             "index": 0,

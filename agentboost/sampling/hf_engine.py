@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from ..episodes.record import shared_prefix_len
 from ..moved import renamed
-from .protocol import SamplerError, SampleResult, SamplingParams
+from .protocol import PromptTooLongError, SamplerError, SampleResult, SamplingParams
 
 SCHEDULES = ("oldest-episode", "fifo")  # fifo: arrival order, the baseline benchmarks compare with
 
@@ -164,7 +164,8 @@ class HFEngine:
         if not prompt_ids:
             raise SamplerError("empty prompt")
         if self.max_context and len(prompt_ids) >= self.max_context:
-            raise SamplerError(
+            # the request's fault, not the engine's: serve and the gateway answer it 400, not 502
+            raise PromptTooLongError(
                 f"prompt of {len(prompt_ids)} tokens does not fit the model's context of {self.max_context}"
             )
         req = _Request(list(prompt_ids), params, seq=next(self._seq), episode_start=time.monotonic())

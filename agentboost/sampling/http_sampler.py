@@ -144,6 +144,7 @@ def _prompt_too_long(data: Any) -> bool:
     err = data.get("error") if isinstance(data.get("error"), dict) else data
     message = str(err.get("message", ""))
     return (err.get("type") == "PromptTooLongError" or "maximum context length" in message
+            or "longer than the maximum model length" in message  # vLLM's v1 engine, for token-id prompts
             or "does not fit the model's context" in message)  # the last: agentboost's local server
 
 

@@ -16,13 +16,15 @@ nothing from agentboost. Protocol:
 The harness imports neither ``json`` nor ``threading`` nor ``tempfile`` unless a test needs them:
 its start is the per-problem cost.
 
-Each test runs in a process forked from the harness, so the interpreter start and the preamble's
-imports are paid once per problem, while every test still starts from the same clean state and
-has its own limits: CPU seconds (``RLIMIT_CPU``, counted from the fork), wall time (the harness
-kills the test's process group), output size, and the address-space, file-size and process
-limits the sandbox put on the harness. A test that ends its own process (``os._exit``, a
-segfault, ``MemoryError``) only ends that fork. A test that ends the harness itself (a signal to
-its parent) costs the harness; the judge then starts a new one for the remaining tests.
+Each test runs in a forked process, so the interpreter start and the preamble's imports are paid
+once per harness, while every test still starts from the same clean state and has its own limits:
+CPU seconds (``RLIMIT_CPU``, counted from the fork), wall time (its parent kills the test's process
+group), output size, and the address-space, file-size and process limits the sandbox put on the
+harness. It is forked from a problem process, never from the harness, whose memory holds
+everything the judge sent and every test's output (see "the zygote" below). A test that ends its
+own process (``os._exit``, a segfault, ``MemoryError``) only ends that fork. A test that ends its
+problem process or the harness (a signal to its parent) costs the harness; the judge then starts a
+new one for the remaining tests.
 
 Expected outputs never enter the sandbox: the judge sends a test's input only when that test
 runs and compares the reply itself, so nothing the candidate can read tells it the answers.
@@ -47,9 +49,13 @@ import time
 import types
 from _json import encode_basestring_ascii as _json_string
 from _json import make_scanner as _make_scanner
-from _signal import (
-    SIGKILL,  # the C module: `signal` imports enum, a noticeable share of the start
+from _signal import (  # the C module: `signal` imports enum, a noticeable share of the start
+    SIG_DFL,
+    SIG_IGN,
+    SIGCHLD,
+    SIGKILL,
 )
+from _signal import signal as _set_signal
 
 # LiveCodeBench's order (a later module's name wins over an earlier one's)
 PREAMBLE_MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
@@ -288,8 +294,30 @@ class _Remote:
         raise RuntimeError(f"{self.__name__} raised {kind}: {message}")
 
 
-def _check(check_code: str, path: str, calls_fd: int, answers_fd: int) -> int:
-    """In the check's process: bind the program's functions, run the check; the exit code."""
+def check_needs(check_code: str, path: str, entry: str | None) -> set:
+    """The program's names the check may be given: the entry point, and every other name the check
+    uses but neither defines nor imports, that is not a builtin. A program that defines ``abs``
+    does not change the ``abs`` of ``assert abs(candidate(x) - y) < 1e-6``: the check keeps the
+    builtin (HumanEval's own harness, which runs the check after the program in one namespace,
+    lets the program's ``abs`` replace it)."""
+    import symtable
+
+    top = symtable.symtable(check_code, path, "exec")
+    defined = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    used, tables = set(), [top]
+    while tables:
+        table = tables.pop()
+        used.update(table.get_identifiers())
+        tables.extend(table.get_children())
+    needs = used - defined - set(dir(builtins))
+    if entry:
+        needs.add(entry)  # the function under test is the program's, whatever its name
+    return needs
+
+
+def _check(check_code: str, path: str, calls_fd: int, answers_fd: int, entry: str | None) -> int:
+    """In the check's process: bind the program's functions the check needs (``check_needs``), run
+    the check; the exit code."""
     buf = [b""]
     line = _read_line(answers_fd, buf)
     if line is None:
@@ -300,9 +328,11 @@ def _check(check_code: str, path: str, calls_fd: int, answers_fd: int) -> int:
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         print("the program answered its test out of protocol", file=sys.stderr)
         return 1
+    code = compile(check_code, path, "exec", dont_inherit=True)
+    needs = check_needs(check_code, path, entry)
     namespace = {"__name__": "__main__", "__builtins__": builtins}
-    namespace.update({n: _Remote(n, calls_fd, answers_fd, buf) for n in names})
-    exec(compile(check_code, path, "exec", dont_inherit=True), namespace)
+    namespace.update({n: _Remote(n, calls_fd, answers_fd, buf) for n in names if n in needs})
+    exec(code, namespace)
     return 0
 
 
@@ -315,8 +345,19 @@ def _not_dumpable() -> None:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
 
 
+def _close_all_but(keep: tuple) -> None:
+    """Close every descriptor but ``keep``: a test's or a check's process holds no channel of the
+    harness's (its messages, the zygote's, the problem process's)."""
+    lo = 0
+    for fd in sorted(set(keep)) + [max(resource.getrlimit(resource.RLIMIT_NOFILE)[0], max(keep) + 1)]:
+        if fd > lo:
+            os.closerange(lo, fd)
+        lo = fd + 1
+
+
 def _checker_child(code: str, cfg: dict, path: str, fds: tuple, keep: tuple, workdir: str) -> None:
-    """The forked check process; never returns."""
+    """The forked check process (forked from the harness, after the program's process exists: the
+    program's image never holds the check); never returns."""
     status = 1
     try:
         os.setpgid(0, 0)
@@ -326,28 +367,33 @@ def _checker_child(code: str, cfg: dict, path: str, fds: tuple, keep: tuple, wor
         os.dup2(devnull, 0)
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
+        _close_all_but((0, 1, 2, *keep))
         cpu = max(1, int(cfg["cpu_s"] + 0.999))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        status = _status_of(lambda: _check(code, path, *keep))
+        status = _status_of(lambda: _check(code, path, *keep, cfg.get("fn_name")))
     except BaseException:
         status = 1
     finally:
         _exit_now(status)
 
 
-def _child(req: dict, cfg: dict, compiled: dict, preamble: dict | None, fds: tuple, channel: tuple,
-           workdir: str) -> None:
-    """The forked test process; never returns."""
+def _child(req: dict, cfg: dict, compiled: dict, preamble: dict | None, fds: list) -> None:
+    """The forked test process (forked from the problem process); never returns. ``fds``: its
+    stdin, stdout, stderr and result files, then a call's arguments or a script's two pipes."""
     code = 1
     try:
-        for fd in channel:
-            os.close(fd)
         os.setpgid(0, 0)
-        os.chdir(workdir)
-        in_fd, out_fd, err_fd, result_fd = fds
+        os.chdir(req["workdir"])
+        in_fd, out_fd, err_fd, result_fd, *extra = fds
         os.dup2(in_fd, 0)
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
+        _close_all_but((0, 1, 2, result_fd, *extra))
+        if req["kind"] == "call":
+            req["args"] = marshal.loads(_read_all(extra[0]))
+            os.close(extra[0])
+        elif req["kind"] == "script":
+            req["_calls"], req["_answers"] = extra
         cpu = max(1, int(cfg["cpu_s"] + 0.999))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         # the harness may write files as large as the largest input; the test only what the limits allow
@@ -397,8 +443,11 @@ def _exit_now(code: int) -> None:
     os._exit(code & 0xFF)
 
 
-def _wait(pid: int, wall_s: float) -> tuple[int, bool]:
-    """Wait for the test process up to ``wall_s``; (exit status or -signal, timed out)."""
+def _wait(pid: int, wall_s: float | None) -> tuple[int, bool]:
+    """Wait for the test process up to ``wall_s`` (None: until it ends); (exit status or -signal,
+    timed out)."""
+    if wall_s is None:
+        return _exit_status(os.waitpid(pid, 0)[1]), False
     timed_out = False
     try:
         pidfd = os.pidfd_open(pid)
@@ -443,23 +492,26 @@ def _kill_group(pid: int) -> None:
 SWEEP_MIN_UID = 100_000  # the sandbox's own uids start at 200,000; a login or service uid is never swept
 
 
-def _sweep_uid(uid: int) -> None:
-    """Kill every other process of ``uid``: what a test left behind, even outside its group.
-    Only when the sandbox gave the harness a uid of its own: the judge passes that uid, and it must
-    be the one this process runs as and in the sandbox's range, or nothing is killed."""
+def _sweep_uid(uid: int, zygote: int) -> None:
+    """Kill every other process of ``uid`` but the zygote and its children (the problem processes):
+    what a test left behind, even outside its group. Only when the sandbox gave the harness a uid of
+    its own: the judge passes that uid, and it must be the one this process runs as and in the
+    sandbox's range, or nothing is killed."""
     if not isinstance(uid, int) or isinstance(uid, bool) or uid < SWEEP_MIN_UID or uid != os.getuid():
         return
-    _kill_others(lambda pid: os.stat(f"/proc/{pid}").st_uid == uid)
+    _kill_others(lambda pid, ppid: zygote not in (pid, ppid) and os.stat(f"/proc/{pid}").st_uid == uid)
 
 
-def _sweep_namespace() -> None:
-    """Kill every process of this PID namespace but its reaper (1) and the harness: what a test left
-    behind, detached or not. Only the sandbox's own processes are in it."""
-    _kill_others(lambda pid: pid != 1)
+def _sweep_namespace(zygote: int) -> None:
+    """Kill every process of this PID namespace but its reaper (1), the harness, the zygote and its
+    children (the problem processes): what a test left behind, detached or not. Only the sandbox's
+    own processes are in it, and no test can become the zygote's child."""
+    _kill_others(lambda pid, ppid: pid != 1 and zygote not in (pid, ppid))
 
 
 def _kill_others(chosen) -> None:
-    """SIGKILL every live process but this one for which ``chosen(pid)`` holds, until none is left."""
+    """SIGKILL every live process but this one for which ``chosen(pid, parent pid)`` holds, until none
+    is left."""
     me = os.getpid()
     for _ in range(50):
         found = False
@@ -467,14 +519,13 @@ def _kill_others(chosen) -> None:
             if not d.isdigit() or int(d) == me:
                 continue
             try:
-                if not chosen(int(d)):
-                    continue
                 with open(f"/proc/{d}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                        continue
+                    state, ppid = f.read().rsplit(")", 1)[1].split()[:2]
+                if state in ("Z", "X") or not chosen(int(d), int(ppid)):
+                    continue
                 os.kill(int(d), SIGKILL)
                 found = True
-            except (OSError, IndexError):
+            except (OSError, IndexError, ValueError):
                 continue
         if not found:
             return
@@ -610,13 +661,12 @@ def _restore_solution(compiled: dict) -> None:
     _write_solution(compiled["path"], compiled["source"])
 
 
-def _load(message: dict, cfg: dict, home: str) -> dict:
-    """A problem's solution, compiled once for all its tests (written beside the harness as
-    ``solution.py``, so tracebacks quote its lines). ``program``: what a stdin test runs, the
-    solution itself or, for a program with a top-level ``return``, ``program_with_return``'s."""
-    source, path = message["solution"], os.path.join(home, "solution.py")
-    cfg["fn_name"] = message.get("fn_name")
-    _write_solution(path, source)
+def _compile_solution(path: str) -> dict:
+    """In the problem process: the solution written at ``path``, compiled once for all its tests.
+    ``program``: what a stdin test runs, the solution itself or, for a program with a top-level
+    ``return``, ``program_with_return``'s."""
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        source = f.read()
     try:
         solution: object = compile(source, path, "exec", dont_inherit=True)
     except BaseException as e:  # a SyntaxError is each test's runtime error, raised in its process
@@ -624,7 +674,7 @@ def _load(message: dict, cfg: dict, home: str) -> dict:
     program = solution
     if isinstance(solution, SyntaxError) and solution.msg == "'return' outside function":
         program = program_with_return(source, path) or solution
-    return {"source": source, "solution": solution, "program": program, "path": path}
+    return {"solution": solution, "program": program, "path": path}
 
 
 # -- a top-level ``return`` in a stdin program -------------------------------------------------------
@@ -720,68 +770,268 @@ def program_with_return(source: str, path: str):
     return code
 
 
+# -- the zygote: every test starts from an image that never held a message ---------------------------
+#
+# The harness reads everything the judge sends: every problem's solution, every test's input, every
+# script's check (its expected values), and every test's output passes through it. A process forked
+# from it starts with a copy of that memory (freed buffers included), and a program can read its own
+# memory: forked from the harness, the next answer to the same task found the previous answer's
+# check and output there. So no test is forked from the harness. Before it reads its first message,
+# the harness forks the *zygote*, which reads nothing but one-byte requests from then on: for each
+# problem it forks a *problem process* that reads the solution from ``solution.py``, compiles it
+# and forks each of that problem's tests. A test's image is therefore the zygote's (the harness's
+# code and the imports, never a message) plus its own problem's solution; its input, output and
+# result files and a script's pipes reach it as descriptors (``SCM_RIGHTS``), never as bytes
+# through the problem process. A script's check runs in a process forked from the harness, which,
+# like the harness and every process of the harness, is not dumpable: a test can read neither.
+#
+#   harness (messages, replies, checks' processes) -> zygote (one byte a problem)
+#                                                      -> problem process (its solution) -> test
+
+import _socket
+
+_FDS_MAX = 8
+
+
+def _send(sock, data: bytes, fds: tuple = ()) -> None:
+    anc = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, b"".join(fd.to_bytes(4, sys.byteorder) for fd in fds))]
+    sock.sendmsg([data], anc if fds else [])
+
+
+def _recv(sock, size: int) -> tuple[bytes, list]:
+    """One message of at most ``size`` bytes and the descriptors it carried; ``b""`` when the other
+    side is gone. A longer message is an error: the reader never holds more than it asked for."""
+    data, anc, flags, _ = sock.recvmsg(size, _socket.CMSG_SPACE(4 * _FDS_MAX), _socket.MSG_CMSG_CLOEXEC)
+    fds = [int.from_bytes(body[i:i + 4], sys.byteorder) for level, kind, body in anc
+           if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS for i in range(0, len(body) - 3, 4)]
+    if flags & (_socket.MSG_TRUNC | _socket.MSG_CTRUNC):
+        for fd in fds:
+            os.close(fd)
+        raise OSError("a message between the harness's processes was longer than expected")
+    return data, fds
+
+
+def _channel() -> tuple:
+    return _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+
+
+def _fork_process(run) -> tuple:
+    """Fork a process of the harness's that runs ``run(its end of a new channel)`` and then exits;
+    this side's end of the channel and the process's pid."""
+    ours, theirs = _channel()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            ours.close()
+            run(theirs)
+            code = 0
+        except BaseException:
+            pass
+        finally:
+            _exit_now(code)
+    theirs.close()
+    return ours, pid
+
+
+def _start_zygote() -> tuple:
+    """Fork the zygote (before the harness has read anything); the harness's end of its channel and
+    its pid."""
+    def zygote(channel) -> None:
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)  # the judge's channel is the harness's alone
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        _zygote(channel)
+
+    return _fork_process(zygote)
+
+
+def _zygote(channel) -> None:
+    """The zygote: on each one-byte request, fork a problem process and hand the harness its channel.
+    After its first answer it imports the preamble of call-based tests (while the harness is busy with
+    the first problem), so every later problem process has it at no cost."""
+    preamble = None
+    _set_signal(SIGCHLD, SIG_IGN)  # problem processes that end are reaped at once: no zombie holds a process
+
+    def problem(theirs) -> None:
+        _set_signal(SIGCHLD, SIG_DFL)  # it waits for its tests
+        channel.close()
+        _problem_process(theirs, preamble)
+
+    while True:
+        request, fds = _recv(channel, 1)
+        for fd in fds:
+            os.close(fd)
+        if request != b"z":
+            return
+        ours, pid = _fork_process(problem)
+        _send(channel, b"%d" % pid, (ours.fileno(),))
+        ours.close()
+        if preamble is None:
+            preamble = preamble_names()
+
+
+def _problem_process(channel, preamble: dict | None) -> None:
+    """A problem process: compiles its problem's solution once and forks each test, waits for it
+    (its wall limit; a script's program ends when the harness ends it, after its check) and reports
+    the test's pid, then its exit status. It holds the zygote's image, its own solution and each
+    test's index, kind and directory: never a test's input, output or check."""
+    # rehearse while it waits (it was forked ahead, during the previous problem): its first compile and
+    # file read would otherwise pay the copy-on-write faults of those paths on the problem's time
+    compile("x = 1\n", "<rehearsal>", "exec", dont_inherit=True)
+    with open("/proc/self/stat") as f:
+        f.read()
+    data, _ = _recv(channel, 1 << 16)
+    if not data:
+        return
+    cfg = marshal.loads(data)
+    compiled = _compile_solution(cfg["path"])
+    while True:
+        data, fds = _recv(channel, 1 << 16)
+        if not data:
+            return
+        req = marshal.loads(data)
+        if req["kind"] == "call" and preamble is None:
+            preamble = preamble_names()
+        t0 = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            _child(req, cfg, compiled, preamble, fds)
+        for fd in fds:
+            os.close(fd)
+        try:
+            os.setpgid(pid, pid)
+        except OSError:
+            pass  # the child has set it, or is gone
+        script = req["kind"] == "script"
+        if script:  # the harness ends a script's program when its check ends
+            _send(channel, b"pid %d" % pid)
+        status, timed_out = _wait(pid, None if script else cfg["wall_s"])
+        elapsed = time.perf_counter() - t0
+        _kill_group(pid)  # what the test left in its process group
+        _send(channel, b"done %d %d %.9f" % (status, timed_out, elapsed))
+
+
+class _Problem:
+    """The harness's side of a problem process. One is always asked for ahead (``ask``, then
+    ``take``): the zygote forks the next problem's process while the harness runs this one's tests."""
+
+    @staticmethod
+    def ask(zygote) -> None:
+        _send(zygote, b"z")
+
+    def __init__(self, zygote):
+        data, fds = _recv(zygote, 32)
+        if not data or len(fds) != 1:
+            raise SystemExit("the zygote did not fork a problem process")
+        self.pid = int(data)
+        self.channel = _socket.socket(fileno=fds[0])
+
+    def load(self, cfg: dict) -> None:
+        _send(self.channel, marshal.dumps(cfg))
+
+    def start(self, req: dict, fds: list) -> int | None:
+        """Have it fork the test; a script test's pid (its program, which the harness ends)."""
+        _send(self.channel, marshal.dumps(req), tuple(fds))
+        return int(self._reply(b"pid")[0]) if req["kind"] == "script" else None
+
+    def ready(self) -> bool:
+        return bool(select.select([self.channel], [], [], 0)[0])
+
+    def done(self) -> tuple[int, bool, float]:
+        """The test's exit status (or -signal), whether it ran out of wall time, its seconds."""
+        status, timed_out, elapsed = self._reply(b"done")
+        return int(status), timed_out == b"1", float(elapsed)
+
+    def _reply(self, kind: bytes) -> list:
+        data, fds = _recv(self.channel, 64)
+        for fd in fds:
+            os.close(fd)
+        words = data.split()
+        if not words or words[0] != kind:
+            # a test ended it (a signal to its parent): the judge starts a new harness for the rest
+            raise SystemExit("the problem process ended during a test")
+        return words[1:]
+
+    def close(self) -> None:
+        self.channel.close()  # it ends when it reads the end of its channel
+
+
+def _read_all(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
 def main() -> None:
+    # not dumpable, before anything is forked: no process of the harness (the zygote, problem
+    # processes, tests, checks) can read another's memory, trace it or reach its descriptors
+    _not_dumpable()
+    zygote, zygote_pid = _start_zygote()
+    _Problem.ask(zygote)  # the first problem's process, forked while the judge's first message comes
     requests = os.fdopen(os.dup(0), "rb")
     reply_fd = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     cfg = _receive(requests)
-    # it serves problem after problem: no test may read its memory (the next problems' inputs,
-    # a script's check), trace it or reach its descriptors
-    _not_dumpable()
     home = os.getcwd()
-    compiled: dict | None = None
-    preamble = None
+    solution: dict | None = None
+    problem: _Problem | None = None
     while True:
         req = _receive(requests)
         if req is None:
             return
         if "solution" in req:  # the next problem
-            compiled = _load(req, cfg, home)
+            if problem is not None:
+                problem.close()
+            solution = {"source": req["solution"], "path": os.path.join(home, "solution.py")}
+            cfg["fn_name"] = req.get("fn_name")
+            _write_solution(solution["path"], solution["source"])
+            problem = _Problem(zygote)
+            problem.load({"path": solution["path"], "fn_name": cfg["fn_name"], "cpu_s": cfg["cpu_s"],
+                          "wall_s": cfg["wall_s"], "file_bytes": cfg["file_bytes"]})
+            _Problem.ask(zygote)  # the next one's
             _write_reply(reply_fd, {"loaded": True, "cpu_s": _own_cpu_s()})
             continue
-        if req["kind"] == "call" and preamble is None:
-            preamble = preamble_names()
-        fds = tuple(_scratch_fd() for _ in range(4))
-        if req["kind"] == "stdio":
+        kind = req["kind"]
+        fds = [_scratch_fd() for _ in range(4)]
+        if kind == "stdio":
             os.write(fds[0], req["input"].encode())
             os.lseek(fds[0], 0, os.SEEK_SET)
-        sys.stdout.flush()
-        sys.stderr.flush()
         workdir = os.path.join(home, f"test-{req['i']}")  # each test starts in an empty directory of its own
         _remove_tree(workdir)
         os.mkdir(workdir, 0o700)
-        script = req["kind"] == "script"
-        channel: tuple = (requests.fileno(), reply_fd)
-        if script:
+        extra: list = []
+        if kind == "call":
+            extra = [_scratch_fd()]
+            os.write(extra[0], marshal.dumps(req["args"]))
+        elif kind == "script":
             calls_r, calls_w = os.pipe()
             answers_r, answers_w = os.pipe()
-            req["_calls"], req["_answers"] = calls_r, answers_w
-            channel += (calls_w, answers_r)
+            extra = [calls_r, answers_w]
         t0 = time.perf_counter()
-        pid = os.fork()
-        if pid == 0:
-            _child(req, cfg, compiled, preamble, fds, channel, workdir)
-        try:
-            os.setpgid(pid, pid)
-        except OSError:
-            pass  # the child has set it, or is gone
+        pid = problem.start({"i": req["i"], "kind": kind, "workdir": workdir}, fds + extra)
+        for fd in extra:
+            os.close(fd)
         check_fds: tuple = ()
-        if script:
-            os.close(calls_r)
-            os.close(answers_w)
+        if kind == "script":
             # the program's process exists: only now may the check's code come
             _write_reply(reply_fd, {"i": req["i"], "ready": True})
             message = _receive(requests)
             if message is None:
                 return
             check_fds = (_scratch_fd(), _scratch_fd())
+            import symtable  # noqa: F401  (check_needs reads the check with it: imported once, here, not per check)
+
             kpid = os.fork()
             if kpid == 0:
-                for fd in (requests.fileno(), reply_fd):
-                    os.close(fd)
-                _checker_child(message["code"], cfg, compiled["path"], check_fds, (calls_w, answers_r), workdir)
+                _checker_child(message["code"], cfg, solution["path"], check_fds, (calls_w, answers_r), workdir)
             del message
             try:
                 os.setpgid(kpid, kpid)
@@ -791,17 +1041,18 @@ def main() -> None:
             os.close(answers_r)
             status, timed_out = _wait(kpid, cfg["wall_s"])
             _kill_group(kpid)
-            done, program_status = os.waitpid(pid, os.WNOHANG)
-            if status != 0 and done and program_status & 0x7F:
-                status = _exit_status(program_status)  # the program was killed (its CPU limit): that is why
+            ended_first = problem.ready()  # the program ended before its check did
+            _kill_group(pid)
+            program_status = problem.done()[0]
+            if status != 0 and ended_first and program_status < 0:
+                status = program_status  # the program was killed (its CPU limit): that is why
+            elapsed = time.perf_counter() - t0
         else:
-            status, timed_out = _wait(pid, cfg["wall_s"])
-        elapsed = time.perf_counter() - t0
-        _kill_group(pid)
+            status, timed_out, elapsed = problem.done()
         if cfg.get("sweep") == "namespace":
-            _sweep_namespace()
+            _sweep_namespace(zygote_pid)
         elif cfg.get("sweep") is not None:
-            _sweep_uid(cfg["sweep"])
+            _sweep_uid(cfg["sweep"], zygote_pid)
         _reap_strays()
         _remove_tree(workdir)
         for d in cfg.get("wipe") or ():
@@ -809,18 +1060,18 @@ def main() -> None:
         if cfg.get("wipe"):  # the sandbox's own namespaces: the next test finds nothing of this one's
             _empty_dir(home, keep=("main.py", "solution.py"))
             _remove_ipc()
-            _restore_solution(compiled)
+            _restore_solution(solution)
         stdout, out_over = _read_capped(fds[1], cfg["output_bytes"])
         stderr, err_over = _read_capped(fds[2], cfg["output_bytes"])
         result, res_over = _read_capped(fds[3], cfg["output_bytes"])
         if check_fds:  # what the check said (its assertion) follows the program's own errors
             check_err, check_over = _read_capped(check_fds[1], cfg["output_bytes"])
             stderr, err_over = (stderr + "\n" + check_err if stderr else check_err), err_over or check_over
-        for fd in fds + check_fds:
+        for fd in fds + list(check_fds):
             os.close(fd)
         reply = {"i": req["i"], "status": status, "timed_out": timed_out, "time_s": elapsed, "stdout": stdout,
                  "stderr": stderr, "over": out_over or err_over or res_over,
-                 "result": result if req["kind"] == "call" and result else None, "cpu_s": _own_cpu_s()}
+                 "result": result if kind == "call" and result else None, "cpu_s": _own_cpu_s()}
         _write_reply(reply_fd, reply)
 
 

@@ -82,13 +82,15 @@ def _prefix_mounts(python: str) -> list[str]:
 
 
 def command(bwrap: str, python: str, files: dict[str, int], disk_mb: int, network: bool,
-            drop_to_uid: int | None, argv: list[str], nproc_inside: int | None = None) -> list[str]:
+            drop_to_uid: int | None, argv: list[str], nproc_inside: int | None = None,
+            seccomp_fd: int | None = None) -> list[str]:
     """The bwrap command line that runs ``python -I <argv>`` in ``WORKDIR``. ``files``: name ->
     readable file descriptor whose content is copied in (pass them to the child).
     ``drop_to_uid``: as root, the leased uid the program becomes (``setpriv``); None as a user.
     ``nproc_inside``: a process limit set inside the user namespace (``prlimit``), where the kernel
     (5.14 and later) counts only the namespace's own processes against it; set outside, it would
-    count every process of the user's, the trainer's included."""
+    count every process of the user's, the trainer's included. ``seccomp_fd``: a readable descriptor
+    holding the compiled filter of ``sandbox.seccomp`` (no keyring), loaded before the program starts."""
     size = str(disk_mb << 20)
     cmd = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
            "--unshare-cgroup-try"]
@@ -112,7 +114,10 @@ def command(bwrap: str, python: str, files: dict[str, int], disk_mb: int, networ
         cmd += ["--perms", "0644", "--file", str(fd), f"{WORKDIR}/{name}"]
     # the root and /dev (in a user namespace the sandbox's uid owns that tmpfs) read-only: what a
     # program may write is in the three tmpfs above, which the judge empties after each test
-    cmd += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORKDIR, "--"]
+    cmd += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORKDIR]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
+    cmd.append("--")
     if drop_to_uid is not None:
         cmd += [setpriv_path() or "/usr/bin/setpriv", f"--reuid={drop_to_uid}", f"--regid={drop_to_uid}",
                 "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import math
 import os
 import re
 import subprocess
@@ -26,6 +27,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,7 @@ _HARNESS_START_S = 10.0
 _HARNESS_SLACK_S = 2.0
 _HARNESS_CPU_S = 600.0  # the harness's own CPU limit (tests have theirs); it is retired at half
 _POOL_IDLE = 4  # idle harnesses kept per set of limits
+_HARNESS_PROCESSES = 3  # the harness's processes besides the one it had before: its zygote, this problem's and the next one's process
 
 
 _pool: dict[SandboxLimits, list["_Harness"]] = {}
@@ -160,6 +163,7 @@ def _lines(text: str) -> list[str]:
 
 
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_INTEGER = re.compile(r"[+-]?\d+")
 
 
 def _close(expected: float, actual: float, tol: Tolerance) -> bool:
@@ -168,12 +172,20 @@ def _close(expected: float, actual: float, tol: Tolerance) -> bool:
 
 
 def _tokens_equal(expected: str, actual: str, tol: Tolerance) -> bool:
+    """One output token against the expected one. An integer is expected exactly: as written, or as a
+    number of exactly its value (``1000000.0``, ``1e6``), never within a tolerance (``1000001.0``
+    for ``1000000`` is wrong). A tolerance applies only where the expected token is a real number
+    (it has a decimal point or an exponent); a zero tolerance compares the decimal values exactly,
+    as LiveCodeBench's judge does."""
     if expected == actual:
         return True
     if not (_NUMBER.fullmatch(expected) and _NUMBER.fullmatch(actual)):
         return False
-    if not any(c in t for t in (expected, actual) for c in ".eE"):
-        return False  # two integers: exact, a tolerance would let 1000000 pass for 1000001
+    if _INTEGER.fullmatch(expected):
+        # two integers: as text, so "007" is not "7"; a real number: exactly the integer's value
+        return not _INTEGER.fullmatch(actual) and Decimal(actual) == Decimal(expected)
+    if tol.abs == 0 and tol.rel == 0:
+        return Decimal(actual) == Decimal(expected)
     return _close(float(expected), float(actual), tol)
 
 
@@ -194,12 +206,21 @@ def outputs_match(expected: str, actual: str, float_tol: Any = None) -> bool:
     return True
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def values_match(expected: Any, actual: Any, float_tol: Any = None) -> bool:
-    """JSON values; a float on either side is compared within ``float_tol`` (``"exact"``: ==)."""
+    """JSON values. An expected real number matches within ``float_tol`` (``"exact"``: ==); an
+    expected integer only a number of exactly its value (``1000000.0`` for ``1000000``, never
+    ``1000001.0``); a boolean only a boolean (``True`` is not ``1``)."""
     tol = tolerance(float_tol)
-    if tol is not None and (isinstance(expected, float) or isinstance(actual, float)):
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (expected, actual)):
-            return _close(expected, actual, tol)
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(expected) is type(actual) and expected == actual
+    if _is_number(expected) and _is_number(actual):
+        if isinstance(expected, float) and tol is not None and math.isfinite(expected):
+            return math.isfinite(actual) and _close(expected, actual, tol)
+        return expected == actual  # an int and a float compare exactly in Python
     if isinstance(expected, list) and isinstance(actual, list):
         return len(expected) == len(actual) and all(values_match(e, a, tol or "exact") for e, a in zip(expected, actual))
     if isinstance(expected, dict) and isinstance(actual, dict):
@@ -314,7 +335,10 @@ class _Harness:
         self.input_capacity = input_capacity
         # the harness's own CPU and file-size limits only guard the harness (which writes each input
         # to a file); each test process lowers them to the test's
-        harness_limits = replace(limits, cpu_s=_HARNESS_CPU_S, file_bytes=input_capacity)
+        # and its process limit counts its own processes besides the tests' (its zygote and problem
+        # processes: see sandbox.harness), so a test keeps the limit's room
+        harness_limits = replace(limits, cpu_s=_HARNESS_CPU_S, file_bytes=input_capacity,
+                                 processes=limits.processes + _HARNESS_PROCESSES)
         self.proc = SandboxProcess(_harness_source(), harness_limits)
         self.fresh = True
         self.cpu_s = 0.0

@@ -13,6 +13,7 @@ of the host: ``protections()`` reports what holds here, ``agentboost sandbox inf
 | identity of its own: a leased uid (no collision across processes) or a user namespace | yes (leased uid) | yes (user namespace) | yes (leased uid) | no |
 | whole-run memory and process limits (control group; OOM kills counted) | yes | only with a delegated cgroup | yes | no |
 | rlimits per process (CPU, address space, file size, no core), wall clock, output cap, minimal environment | yes | yes | yes | yes |
+| no kernel keyring (a seccomp filter: ``sandbox.seccomp``) | yes | yes | yes | yes |
 
 ``isolated`` is true with the first two rows and the third; without it, ``require_isolation``
 refuses runs that execute model-written code unless the user allows a weak sandbox
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from . import cgroups, isolation
+from . import cgroups, isolation, seccomp
 from .identities import UidLease, kill_uid, processes_of_uid
 
 VERDICTS = ("ok", "runtime_error", "timeout", "memory_limit", "output_limit", "sandbox_error")
@@ -157,6 +158,10 @@ def protections() -> dict[str, object]:
         missing.append("without a filesystem view of its own the program can read every world-readable "
                        "host file (tasks, run and job directories) and see every process")
     info["isolated"] = isolated
+    info["keyring_blocked"] = seccomp.supported()
+    if not info["keyring_blocked"]:
+        missing.append("the keyring filter does not know this machine's architecture (sandbox/seccomp.py): "
+                       "programs of one uid can pass notes through the kernel keyring")
     info["missing"] = missing
     return info
 
@@ -200,8 +205,9 @@ def require_isolation(allow_weak: bool | None = None, what: str = "this run") ->
 
 
 def _child_setup(limits: SandboxLimits, uid: int | None, namespaces: bool, group: "cgroups.RunGroup | None",
-                 nproc: int | None):
-    """Runs in the child between fork and exec: only system calls, no locks."""
+                 nproc: int | None, keyring_filter: tuple | None = None):
+    """Runs in the child between fork and exec: only system calls, no locks. ``keyring_filter``
+    (``seccomp.prepared()``, the weak modes: bubblewrap loads it in the others) is installed last."""
     def setup() -> None:
         cpu = max(1, int(limits.cpu_s + 0.999))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -229,6 +235,8 @@ def _child_setup(limits: SandboxLimits, uid: int | None, namespaces: bool, group
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
+        if keyring_filter is not None:
+            seccomp.install(keyring_filter, _libc())
     return setup
 
 
@@ -253,10 +261,10 @@ def _tasks_of_uid(uid: int) -> int:
     return total
 
 
-def _memfd(name: str, content: str) -> int:
+def _memfd(name: str, content: str | bytes) -> int:
     fd = os.memfd_create(name)  # inheritable: bwrap reads it
     try:
-        os.write(fd, content.encode("utf-8", "surrogateescape"))
+        os.write(fd, content if isinstance(content, bytes) else content.encode("utf-8", "surrogateescape"))
         os.lseek(fd, 0, os.SEEK_SET)
     except BaseException:
         os.close(fd)
@@ -305,14 +313,19 @@ class _Run:
                     nproc = _tasks_of_uid(os.getuid()) + 5 * limits.processes
             env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
                    "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": "0"}
+            keyring = seccomp.supported()
             if mode.startswith("bwrap"):
                 files_fds = {}
                 for name, content in contents.items():
                     fd = _memfd(name, content)
                     fds.append(fd)
                     files_fds[name] = fd
+                filter_fd = None
+                if keyring:
+                    filter_fd = _memfd("seccomp", seccomp.keyring_filter())
+                    fds.append(filter_fd)
                 cmd = isolation.command(isolation.bwrap_path() or "bwrap", python, files_fds, limits.disk_mb,
-                                        limits.network, run.uid, ["main.py"], nproc_inside)
+                                        limits.network, run.uid, ["main.py"], nproc_inside, filter_fd)
                 env.update(HOME=isolation.WORKDIR, TMPDIR="/tmp")
                 run.proc = subprocess.Popen(
                     cmd, cwd="/", env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
@@ -330,7 +343,8 @@ class _Run:
                 run.proc = subprocess.Popen(
                     [python, "-I", "main.py"], cwd=run.scratch, env=env, stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, close_fds=True,
-                    preexec_fn=_child_setup(limits, run.uid, mode == "weak-root", run.group, nproc))
+                    preexec_fn=_child_setup(limits, run.uid, mode == "weak-root", run.group, nproc,
+                                            seccomp.prepared() if keyring else None))
         except BaseException:
             run.finish()
             raise

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..evaluation.evaluate import load_policy_spec
 from ..files import atomic_directory
+from ..run.assembly import load_policy_spec
 
 EXPORT_INFO = "agentboost_export.json"
 

@@ -14,13 +14,13 @@ from typing import Any
 
 from ..agents.chat_rendering import ChatRenderer
 from ..environments.strands_env import StrandsEnv
-from ..evaluation.evaluate import config_for, start_spec_server
-from ..run.assembly import environment
+from ..run.assembly import config_for, environment, sampling, start_policy_for_spec
 from ..run.checkpoint import split_run_spec
 from ..run.config import TrainConfig
 from ..sampling.protocol import Sampler, SamplingParams
 
 ARMS = ("baseline", "experiment")  # an A/B test's two arms
+FEEDBACK_BOUND = 1e6  # a posted reward's magnitude (serve's feedback), where the arm's reward declares no range
 
 
 @dataclass
@@ -70,16 +70,15 @@ def load_served_policy(name: str, spec: str, engine: str = "hf", config: str | N
     from ..sampling.http_sampler import HttpSampler
 
     cfg = serving_config(spec, config, overrides)
-    engine_name, server, desc, _, tok = start_spec_server(spec, cfg, seed=seed, slots=max_batch_size,
+    engine_name, server, desc, _, tok = start_policy_for_spec(spec, cfg, seed=seed, slots=max_batch_size,
                                                        max_batch_size=max_batch_size, engine=engine)
     try:
         if engine_name == "hf":
             sampler: Sampler = EngineSampler(server.engine)
         else:
             sampler = HttpSampler(server.url, policy_file=str(server.policy_file))
-        v = cfg.validation
         # the settings the checkpoint was validated with; greedy stays greedy (no seed needed)
-        sampling = SamplingParams(temperature=v.temperature, top_p=v.top_p, max_new_tokens=v.max_new_tokens)
+        params = sampling(cfg, "validation")
         trained = (Path(split_run_spec(spec)[0]) / "config.yaml").is_file()
         env = environment(cfg) if cfg.reward.name else None
         identity = getattr(server, "identity", None)
@@ -87,8 +86,8 @@ def load_served_policy(name: str, spec: str, engine: str = "hf", config: str | N
                     if identity else "")
         log(f"arm {name}: {desc} ({engine_name} engine{', trained' if trained else ''}{verified})")
         return ServedPolicy(name=name, spec=spec, description=desc, engine=engine_name, sampler=sampler,
-                            renderer=ChatRenderer(tok), sampling=sampling, env=env, server=server,
-                            identity=getattr(server, "identity", None),
+                            renderer=ChatRenderer(tok), sampling=params, env=env, server=server,
+                            identity=identity,
                             model_options={"tool_parser": cfg.agent.tool_parser, "reasoning": cfg.agent.reasoning})
     except BaseException:
         server.close()

@@ -22,7 +22,16 @@ import numpy as np
 from ..episodes.summary import interval_text
 from ..evaluation.statistics import rate_with_ci, unpaired_comparison
 from ..files import iter_jsonl
-from .policies import ARMS
+from .policies import ARMS, FEEDBACK_BOUND
+
+
+def _finite(x: Any) -> float | None:
+    """A logged reward as a number, None for one no figure may use (a log written before feedback
+    refused them, or edited): not a number, NaN, infinite, or beyond serve's bound."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    x = float(x)
+    return x if math.isfinite(x) and abs(x) <= FEEDBACK_BOUND else None
 
 
 def _quantile(xs: list[float], q: float) -> float | None:
@@ -66,7 +75,8 @@ def ab_report(events: str | Path | list[dict[str, Any]], alpha: float = 0.05, se
         sessions = [s for s, x in session_arm.items() if x == arm]
         fb = [outcome[s] for s in sessions if s in outcome]
         succ = [float(f["success"]) for f in fb if f.get("success") is not None]
-        rew = [float(f["reward"]) for f in fb if f.get("reward") is not None]
+        posted = [_finite(f["reward"]) for f in fb if f.get("reward") is not None]
+        rew = [x for x in posted if x is not None]  # never a NaN, an infinity or a non-number in a figure
         samples[arm] = {"success": succ, "reward": rew}
         sr, sr_ci = rate_with_ci(succ)
         mr, mr_ci = rate_with_ci(rew)
@@ -82,6 +92,7 @@ def ab_report(events: str | Path | list[dict[str, Any]], alpha: float = 0.05, se
             "completion_tokens_per_call": a["completion_tokens"] / ok if ok else None,
             "outcomes": len(fb), "success_rate": sr if succ else None, "success_ci95": sr_ci if succ else None,
             "mean_reward": mr if rew else None, "reward_ci95": mr_ci if rew else None,
+            "invalid_rewards": len(posted) - len(rew),
         }
     total = sum(p["sessions"] for p in phases)
     report: dict[str, Any] = {
@@ -120,6 +131,10 @@ def report_text(r: dict[str, Any]) -> str:
                      f"{_f(a['latency_p50_s']):>7}{_f(a['latency_p95_s']):>8}{_f(a['completion_tokens_per_call'], '.1f'):>9}"
                      f"{a['outcomes']:>9}  {_f(a['success_rate'])} ± {_f(a['success_ci95']):<8}"
                      f"{_f(a['mean_reward'])} ± {_f(a['reward_ci95'])}")
+    for arm, a in r["arms"].items():
+        if a.get("invalid_rewards"):
+            lines.append(f"{arm}: {a['invalid_rewards']} posted rewards left out of every figure (not finite numbers "
+                         "within serve's bound)")
     for metric in ("success", "reward"):
         d = r.get(f"{metric}_difference")
         if d is not None:

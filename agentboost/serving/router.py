@@ -45,6 +45,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import threading
 import time
 import uuid
@@ -56,12 +57,14 @@ from aiohttp import web
 
 from ..agents.trainable_model import EpisodeLimitReached, PromptTooLong, TrainableModel
 from ..errors import InputError
+from ..files import loads_json
 from ..gateway.protocol import BadRequest, Protocol, Reply, TooLarge, error, read_json, send
 from ..gateway.server import PROTOCOLS, SESSION_HEADER, request_key
 from ..gateway.session import Session
+from ..rewards.registry import declared_range, get_reward
 from ..sampling.completions_server import BackgroundServer
 from ..sampling.protocol import PromptTooLongError, SamplerError
-from .policies import ARMS, ServedPolicy
+from .policies import ARMS, FEEDBACK_BOUND, ServedPolicy
 
 log = logging.getLogger(__name__)
 EVENTS = "ab.jsonl"  # in the serving directory: assignments, calls, feedback, split changes
@@ -362,7 +365,7 @@ class Router(BackgroundServer):
         named by the clients, so the keys only share fairly among callers the token admits."""
         if request.method == "POST" and request.path in self._protocol_of and request.can_read_body:
             try:
-                body = await request.json()  # kept by aiohttp: the handler reads it again for free
+                body = await request.json(loads=loads_json)  # kept by aiohttp: the handler reads it again for free
             except ValueError:
                 body = None  # the handler answers 400
             user = user_of(body)
@@ -465,9 +468,9 @@ class Router(BackgroundServer):
         the client, or scored here by the arm's reward on the session's final answer (``task``: the
         task row, with its answer). The last outcome of a session counts."""
         try:
-            body = await request.json()
-        except ValueError:
-            return _error(400, "request body is not valid JSON")
+            body = await request.json(loads=loads_json)
+        except ValueError as e:
+            return _error(400, f"request body is not valid JSON: {e}")
         if not isinstance(body, dict) or not isinstance(body.get("session_id"), str):
             return _error(400, "feedback needs 'session_id' (the X-Agentboost-Session of the conversation)")
         sid = body["session_id"]
@@ -477,6 +480,11 @@ class Router(BackgroundServer):
         reward, success, source = body.get("reward"), body.get("success"), "client"
         if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
             return _error(400, "'reward' must be a number")
+        if reward is not None:
+            low, high = self._reward_range(arm)
+            if not (math.isfinite(reward) and low <= reward <= high):  # never into a figure of ab report
+                return _error(400, f"'reward' must be a finite number in [{low:g}, {high:g}] (the arm's reward's "
+                                   f"declared range, else serve's bound), got {reward!r}")
         if success is not None and not isinstance(success, bool):
             return _error(400, "'success' must be true or false")
         task = body.get("task")
@@ -507,6 +515,17 @@ class Router(BackgroundServer):
         self.events.write(event)
         return web.json_response({k: v for k, v in event.items() if k != "event"})
 
+    def _reward_range(self, arm: str) -> tuple[float, float]:
+        """The rewards feedback may post for ``arm``: the range its reward declares, else +-FEEDBACK_BOUND."""
+        env = self.policies[arm].env
+        declared = None
+        if env is not None and isinstance(env.reward, str) and env.reward != "judge":
+            try:
+                declared = declared_range(get_reward(env.reward))
+            except InputError:
+                declared = None
+        return declared or (-FEEDBACK_BOUND, FEEDBACK_BOUND)
+
     async def _ab(self, request: web.Request) -> web.Response:
         from .report import ab_report
 
@@ -518,7 +537,7 @@ class Router(BackgroundServer):
 
     async def _set_split(self, request: web.Request) -> web.Response:
         try:
-            body = await request.json()
+            body = await request.json(loads=loads_json)
             return web.json_response(self.set_split(body.get("split") if isinstance(body, dict) else None,
                                                     by=str(body.get("by") or request.remote)))
         except ValueError as e:
@@ -533,9 +552,9 @@ class Router(BackgroundServer):
         if self.loader is None:
             return _error(403, "this server's arms are fixed (serve --reconfigurable lets token holders change them)")
         try:
-            body = await request.json()
-        except ValueError:
-            return _error(400, "request body is not valid JSON")
+            body = await request.json(loads=loads_json)
+        except ValueError as e:
+            return _error(400, f"request body is not valid JSON: {e}")
         arms = body.get("arms") if isinstance(body, dict) else None
         if not isinstance(arms, dict) or not all(isinstance(v, str) and v for v in arms.values()):
             return _error(400, "'arms' must be an object of arm name -> policy spec")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ import torch
 from ..episodes.record import SCHEMA_VERSION
 from ..errors import InputError
 from ..files import atomic_directory, iter_jsonl
+from ..progress import progress_bar
 from .batch import TrainRow, micro_batches, pad_batch
 from .loss import token_logprobs
 
@@ -125,23 +125,13 @@ def train_supervised(model, rows: list[TrainRow], pad_id: int, *, epochs: int, l
     AdamW step per ``batch_rows`` rows (its own optimizer); the model's trainable parameters change
     in place. ``agentboost sft`` and the trainer's warm start are this loop. Returns one record per
     optimizer step."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     model.train()
     steps_per_epoch = -(-len(rows) // batch_rows)
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True,
-                  disable=not sys.stderr.isatty()) as progress:
-        bar = progress.add_task(label, total=epochs * steps_per_epoch)
+    with progress_bar(label, epochs * steps_per_epoch) as advance:
         for epoch in range(epochs):
             order = list(rows)
             random.shuffle(order)
@@ -158,7 +148,7 @@ def train_supervised(model, rows: list[TrainRow], pad_id: int, *, epochs: int, l
                 optimizer.step()
                 history.append({"step": len(history) + 1, "epoch": epoch + 1, "loss": loss_sum, "tokens": tokens,
                                 "grad_norm": grad_norm, "elapsed_s": time.perf_counter() - t0})
-                progress.advance(bar)
+                advance()
             log(f"{label} epoch {epoch + 1}/{epochs}: loss {history[-1]['loss']:.4f} "
                 f"(first step {history[0]['loss']:.4f}), {time.perf_counter() - t0:.0f}s")
     model.eval()

@@ -20,6 +20,8 @@ at the pinned commit) plus an ``agentboost`` block, added with ``+agentboost.KEY
   (``agentboost/integrations/rllm/cpu.py``; a test and development aid).
 """
 
+import os
+
 import hydra
 import pyarrow.parquet as pq
 from omegaconf import OmegaConf
@@ -29,12 +31,8 @@ from rllm.data.dataset import DatasetRegistry
 from rllm.trainer.agent_trainer import AgentTrainer
 
 from agentboost.integrations.rllm.agents import StrandsRLLMAgent, StrandsRLLMEnv
+from agentboost.integrations.rllm.config import strands_args
 from agentboost.integrations.rllm.patcher import PATCHED, Patcher, find_roots
-
-SYSTEM_PROMPT = (
-    "You are an expert competitive programmer. Write a complete Python solution. Test it with the "
-    "test_code tool, fix what fails, then give the final solution in one ```python code block."
-)
 
 
 def check_patched() -> None:
@@ -46,9 +44,16 @@ def check_patched() -> None:
                          "(docs/rllm.md):\n  " + "\n  ".join(bad))
 
 
-def register(tasks_dir: str) -> None:
+def register(tasks_dir: str, out_dir: str) -> None:
     # agentboost's task rows (question, tests, limits) become each row's extra_info, which rLLM
-    # merges into the environment's arguments: StrandsRLLMEnv takes them as the task
+    # merges into the environment's arguments: StrandsRLLMEnv takes them as the task.
+    # rLLM's registry keeps its index and parquet files inside the installed rLLM (rllm/registry/,
+    # rllm/data/datasets/); this run's go to its own output directory instead (OUT/datasets), so
+    # the run writes nothing into rLLM's installation (tests/integrations/rllm/test_rllm_cpu_smoke.py)
+    where = os.path.join(out_dir, "datasets")
+    DatasetRegistry._REGISTRY_DIR = where
+    DatasetRegistry._REGISTRY_FILE = os.path.join(where, "dataset_registry.json")
+    DatasetRegistry._DATASET_DIR = where
     for split in ("train", "test"):
         rows = pq.read_table(f"{tasks_dir}/{split}.parquet").to_pylist()
         DatasetRegistry.register_dataset("agentboost_deepcoder", rows, split)
@@ -58,18 +63,8 @@ def register(tasks_dir: str) -> None:
 def main(config):
     check_patched()
     ab = OmegaConf.to_container(config.get("agentboost", {}), resolve=True) or {}
-    register(ab.get("tasks_dir", "data/deepcoder"))
-    agent_args = {
-        "tools": list(ab.get("tools", ["agentboost.tools.strands_code_tool:test_code"])),
-        "system_prompt": ab.get("system_prompt", SYSTEM_PROMPT),
-        "max_model_calls": int(ab.get("max_model_calls", 4)),
-        # the whole episode's sampled tokens; the engine also caps it at data.max_response_length
-        "max_response_tokens": int(config.data.max_response_length),
-        "timeout_s": float(ab.get("timeout_s", 900)),
-        "agent_type": ab.get("agent_type", "code"),
-    }
-    env_args = {"strands_env": {"reward": ab.get("reward", "code"),
-                                "failed_reward": float(ab.get("failed_reward", 0.0))}}
+    register(ab.get("tasks_dir", "data/deepcoder"), str(config.trainer.default_local_dir))
+    agent_args, env_args = strands_args(config)  # the agentboost block (the same that DRY_RUN=1 validates)
     if ab.get("cpu", False):
         from agentboost.integrations.rllm.cpu import init_ray
 

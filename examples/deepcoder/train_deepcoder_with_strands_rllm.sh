@@ -18,9 +18,14 @@ export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1             # the fork raises max_model_l
 export PYTORCH_CUDA_ALLOC_CONF="expandable_segments:False"  # vLLM sleep mode needs it off
 ulimit -n 1048576 || true                          # many episodes, many sockets
 source "$(dirname "$0")/../loggers.sh"             # TRAINER_LOGGER: W&B only with its credentials
+source "$(dirname "$0")/../python.sh" .venv-rllm   # PYTHON: $PYTHON, an activated env's, else .venv-rllm's
 
-launch() {  # DRY_RUN=1: print the Hydra overrides, one a line, instead of starting the run (no rLLM needed)
-  if [ "${DRY_RUN:-0}" = "1" ]; then shift 2; printf '%s\n' "$@"; exit 0; fi
+launch() {  # DRY_RUN=1: print the Hydra overrides, one a line, then compose them with rLLM's config and
+            # validate them as the run would (agentboost/integrations/rllm/config.py), instead of starting it
+  if [ "${DRY_RUN:-0}" = "1" ]; then
+    shift 2; printf '%s\n' "$@"
+    exec "$PYTHON" -m agentboost.integrations.rllm.config "$@"
+  fi
   exec "$@"
 }
 
@@ -39,7 +44,7 @@ if [ "${CPU_SMOKE:-0}" = "1" ]; then
   SMOKE_DIR=${SMOKE_DIR:-$(mktemp -d)}
   QUICKSTART="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/quickstart/data"
   if [ "${DRY_RUN:-0}" != "1" ]; then
-    python3 - "$QUICKSTART" "$SMOKE_DIR" <<'PY'
+    "$PYTHON" - "$QUICKSTART" "$SMOKE_DIR" <<'PY'
 import json, sys
 import pyarrow as pa, pyarrow.parquet as pq
 src, out = sys.argv[1:]
@@ -49,7 +54,7 @@ for split, n in (("train", 6), ("test", 2)):  # 6 tasks = 3 batches of 2 (see to
                    f"{out}/{split}.parquet")
 PY
     # the embedded model, its tokenizer class named as the fork's transformers 4.x knows it
-    SMOKE_MODEL=$(python3 -c "import sys; from agentboost.models.loading import resolve_model_path as r; from agentboost.integrations.rllm.cpu import transformers4_model_dir as d; print(d(r('smollm2-135m-instruct'), sys.argv[1]))" "$SMOKE_DIR/model")
+    SMOKE_MODEL=$("$PYTHON" -c "import sys; from agentboost.models.loading import resolve_model_path as r; from agentboost.integrations.rllm.cpu import transformers4_model_dir as d; print(d(r('smollm2-135m-instruct'), sys.argv[1]))" "$SMOKE_DIR/model")
   else
     SMOKE_MODEL=smollm2-135m-instruct  # what the run resolves to a path; DRY_RUN only prints
   fi
@@ -61,6 +66,7 @@ PY
     '+agentboost.tools=["agentboost.tools.calculator:calculator"]'
     "+agentboost.system_prompt='You are a helpful assistant with a calculator tool. Use the calculator for the arithmetic, then give the final answer as a number.'"
     data.train_batch_size=2 data.val_batch_size=2 data.max_prompt_length=512 data.max_response_length=256
+    +data.dataloader_num_workers=0                                   # 6 tasks: no loader processes (the fork starts 8)
     actor_rollout_ref.model.path="$SMOKE_MODEL"
     actor_rollout_ref.model.use_remove_padding=False                  # needs flash-attn's kernels
     actor_rollout_ref.model.enable_gradient_checkpointing=False
@@ -82,7 +88,7 @@ PY
   )
 fi
 
-launch python3 "$(dirname "$0")/train_deepcoder_with_strands_rllm.py" \
+launch "$PYTHON" "$(dirname "$0")/train_deepcoder_with_strands_rllm.py" \
     +agentboost.tasks_dir="$TASKS_DIR" `# agentboost task files (train.parquet / test.parquet)` \
     +agentboost.reward=code `# hidden tests in agentboost's sandbox; pass-all = 1` \
     +agentboost.failed_reward=0.0 `# a timeout/crash/error scores this and stays in its group` \
@@ -137,7 +143,8 @@ launch python3 "$(dirname "$0")/train_deepcoder_with_strands_rllm.py" \
     trainer.logger="$TRAINER_LOGGER" `# console + W&B with credentials, else console + TensorBoard` \
     trainer.project_name=agentboost-rllm \
     trainer.experiment_name=deepcoder-qwen3-4b \
-    trainer.default_local_dir="$OUT_DIR" `# checkpoints, chat logs, and agentboost episode JSONL` \
+    trainer.default_local_dir="$OUT_DIR" `# checkpoints, chat logs, agentboost episode JSONL, the datasets` \
+    'hydra.run.dir=${trainer.default_local_dir}/hydra/${now:%Y-%m-%d_%H-%M-%S}' `# Hydra's log, not ./outputs` \
     trainer.val_before_train=True \
     trainer.n_gpus_per_node=8 \
     trainer.nnodes=1 \

@@ -19,7 +19,8 @@ BACKEND=${BACKEND:-local}
 DATA_DIR=${DATA_DIR:-$HOME/data/tau2_airline}
 
 if [ "$BACKEND" = "local" ]; then
-  CMD=(agentboost train "$HERE/config.yaml" data.train_file="$DATA_DIR/train.jsonl" data.val_file="$DATA_DIR/test.jsonl" "$@")
+  source "$HERE/../python.sh" .venv  # PYTHON: $PYTHON, an activated env's, else .venv's
+  CMD=("$PYTHON" -m agentboost.cli train "$HERE/config.yaml" data.train_file="$DATA_DIR/train.jsonl" data.val_file="$DATA_DIR/test.jsonl" "$@")
   if [ "${DRY_RUN:-0}" = "1" ]; then printf '%s\n' "${CMD[@]}"; exit 0; fi
   exec "${CMD[@]}"
 fi

@@ -114,7 +114,7 @@ def test_split_message_for_text_that_still_holds_reasoning():
 
 def test_the_agent_spec_validates_the_setting():
     assert StrandsAgentSpec(reasoning="qwen3").validate().reasoning == "qwen3"
-    with pytest.raises(AgentSpecError, match="reasoning: unknown reasoning format"):
+    with pytest.raises(AgentSpecError, match="agent: reasoning must be one of auto, .*qwen3.*; got 'thinking'"):
         StrandsAgentSpec(reasoning="thinking").validate()
 
 

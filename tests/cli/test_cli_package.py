@@ -11,8 +11,8 @@ import agentboost.sampling.vllm_server as vllm_server
 from agentboost import __version__
 from agentboost.cli import UsageError, build_parser, main
 from agentboost.errors import InputError
+from agentboost.run.assembly import server_options
 from agentboost.run.config import TrainConfig
-from agentboost.run.policy_engine import server_options
 from agentboost.sampling import policy_server
 from agentboost.sampling.policy_server import VLLMOptions, start_policy_server
 

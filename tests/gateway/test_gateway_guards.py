@@ -120,3 +120,15 @@ def test_a_server_moves_what_the_process_imported_out_of_the_collectors_view(gat
     from agentboost.sampling.completions_server import FULL_COLLECTION_EVERY
 
     assert gc.get_freeze_count() > 100_000 and gc.get_threshold()[2] >= FULL_COLLECTION_EVERY
+
+
+def test_a_body_that_nests_too_deeply_or_writes_nan_is_a_400(gateway):
+    # a deep body raised RecursionError (a 500); NaN is no JSON and no number to take from a client
+    gw, sampler = gateway
+    s = gw.open_session(TASK)
+    for raw, why in ((b'{"messages": ' + b"[" * 30_000 + b"]" * 30_000 + b"}", "nests too deeply"),
+                     (b'{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}', "NaN is not JSON")):
+        r = httpx.post(gw.base_url(s) + "/chat/completions", content=raw, timeout=30,
+                       headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and why in r.json()["error"]["message"], r.text[:300]
+    assert sampler.calls == 0

@@ -22,7 +22,8 @@ from gateway_runs import (  # noqa: F401 (fixtures)
 from helpers import REPO, cli
 
 from agentboost.agents.chat_rendering import ChatRenderer
-from agentboost.agents.http_agent import HttpAgentSpec, spec_from_keys
+from agentboost.agents.config import spec_from_keys
+from agentboost.agents.http_agent import HttpAgentSpec
 from agentboost.agents.strands_agent import AgentSpecError, StrandsAgentSpec
 from agentboost.environments.strands_env import StrandsEnv
 from agentboost.episodes.record import Status, check_episode

@@ -211,3 +211,48 @@ def test_the_same_agent_in_yaml_and_in_a_job_records_the_same_config(tmp_path):
         assert status == 400 and "two call limits" in json.loads(payload)["error"]
     finally:
         s.stop()
+
+
+def test_a_body_that_trickles_in_is_answered_408_and_the_service_goes_on(tmp_path, monkeypatch):
+    # a client that sends its headers and then its body a byte at a time (or never) held a request
+    # open for as long as it liked
+    import socket
+
+    from agentboost.jobs import service
+
+    monkeypatch.setattr(service, "BODY_TIMEOUT_S", 1.0, raising=False)
+    s = Service(tmp_path / "jobs")
+    try:
+        conn = socket.create_connection((s.url.hostname, s.url.port), timeout=10)
+        conn.sendall(f"POST /jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {s.token}\r\n"
+                     "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"na".encode())
+        t0 = time.monotonic()
+        reply = conn.recv(65536).decode(errors="replace")
+        conn.close()
+        assert reply.startswith("HTTP/1.1 408"), reply[:300]
+        assert "the request body did not arrive within 1 s" in reply
+        assert time.monotonic() - t0 < 10
+        assert s.request("GET", "/jobs")[0] == 200 and s.jobs() == []
+    finally:
+        s.stop()
+
+
+def test_a_failed_jobs_error_is_its_reason_not_its_progress_bars(tmp_path):
+    # the error was the log's last 2,000 characters: 2.5 KB of progress bars, the reason cut off
+    store = JobStore(tmp_path / "jobs")
+    d = store.root / "bars-0123abcd"
+    d.mkdir(parents=True)
+    (d / "config.yaml").write_text("run: {steps: 2}\n")
+    reason = "agentboost train: error: config: sampling.max_new_tokens must be <= 1048576, got 1000000000"
+    bars = "".join(f"\rLoading weights: {p:3d}%|{'#' * (p // 10):<10}| {p}/100 [00:0{p % 10}<00:01, 99.1it/s]"
+                   for p in range(0, 101, 2))
+    (d / "log.txt").write_text("starting\n" + bars * 3 + "\n\x1b[31m" + reason + "\x1b[0m\n")
+    store._save(d, {"job_id": d.name, "name": "bars", "created_at": 0.0, "pid": 2**22 + 7, "proc_start": "1",
+                    "cancel_requested": False, "reward": "exact_answer", "metadata": {}})
+    status = store.status(d.name)
+    assert status["state"] == "failed" and status["error"] == "starting\n" + reason, status["error"][:300]
+    # a run that failed says why in its events: that line is the error
+    (d / "run").mkdir()
+    (d / "run" / "events.jsonl").write_text(json.dumps({"event": "failed", "step": 1,
+                                                        "error": "EpisodesFailed: step 1: 4 of 4 episodes failed"}) + "\n")
+    assert store.status(d.name)["error"] == "EpisodesFailed: step 1: 4 of 4 episodes failed"

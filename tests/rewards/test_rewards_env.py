@@ -110,3 +110,124 @@ def test_shaping_is_separate_capped_and_off_by_default():
     assert ep.reward == pytest.approx(0.08)
     with pytest.raises(ValueError):
         ShapingConfig(step_penalty=0.1)
+
+
+def test_exact_answer_compares_integers_exactly():
+    # floats called a 19-digit integer off by one equal, and 42.0000000001 equal to 42
+    def score(answer, final):
+        return get_reward("exact_answer")({"task_id": "t", "answer": answer}, episode(final=final)).score
+
+    assert score("1234567890123456789", "It is 1234567890123456788.") == 0.0
+    assert score("42", "It is 42.0000000001.") == 0.0
+    assert score("42", "It is 42.0.") == 1.0 and score("1,234", "1234") == 1.0 and score("0.5", "0.50") == 1.0
+
+
+def nan_reward(task, ep):
+    return float("nan")
+
+
+def huge_reward(task, ep):
+    return RewardResult(score=0.5, components={"outcome": 0.5, "bonus": float("inf")})
+
+
+def declared_reward(task, ep):
+    return 7.0
+
+
+declared_reward.reward_range = (0.0, 1.0)
+
+
+def test_a_reward_that_is_not_a_finite_number_is_an_episode_error():
+    # a NaN averages into every figure it touches: the episode errs with the reason, never scores
+    for name, why in ((f"{__name__}:nan_reward", "its score is nan (not a finite number)"),
+                      (f"{__name__}:huge_reward", "its component 'bonus' is inf (not a finite number)"),
+                      (f"{__name__}:declared_reward", "its score 7 is outside the reward's declared range [0, 1]")):
+        ep = episode()
+        StrandsEnv(reward=name).score({"task_id": "t", "answer": "42"}, ep)
+        assert ep.status == "error" and ep.reward is None, (name, ep.status, ep.reward)
+        assert ep.error == f"reward {name!r} gave an invalid reward: {why}", ep.error
+    # shaping terms cannot turn a finite outcome into an infinite total either; a good one still scores
+    ep = episode()
+    StrandsEnv(reward="exact_answer").score({"task_id": "t", "answer": "42"}, ep)
+    assert ep.status == "ok" and ep.reward == 1.0
+
+
+def test_math_equivalence_ends_within_its_limit_in_any_thread(monkeypatch):
+    # math-verify on a tower of powers never returns off the main thread, and holds the interpreter
+    # lock while it computes: the process's other threads (serve's event loop) stop too. The check
+    # runs in a helper process that is stopped at the limit; the answer scores 0 with the reason,
+    # and the thread beside it goes on
+    import threading
+    import time
+
+    from agentboost.rewards import math
+    from agentboost.rewards.scoring import answer_episode
+
+    monkeypatch.setattr(math, "MATH_LIMIT_S", 3.0, raising=False)
+    results, ticks = {}, []
+
+    def grade(key, boxed):
+        results[key] = math.math_reward({"task_id": "t", "answer": "1"}, answer_episode("t", f"\\boxed{{{boxed}}}"))
+
+    def tick():
+        while len(results) < 3:
+            ticks.append(time.monotonic())
+            time.sleep(0.05)
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=grade, args=(k, b), daemon=True)
+               for k, b in (("tower", "9^{9^{9^{9}}}"), ("googolplex", "10^{10^{100}}"), ("right", "1"))]
+    clock = threading.Thread(target=tick, daemon=True)
+    for t in threads + [clock]:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    assert results["right"].score == 1.0
+    for key in ("tower", "googolplex"):
+        r = results[key]
+        assert r.score == 0.0 and r.metadata["reason"] == "math equivalence did not finish within 3 s", r.metadata
+    assert time.monotonic() - t0 < 45
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    assert gaps and max(gaps) < 1.0, max(gaps)  # the other thread never stopped for long
+
+
+def test_a_function_that_is_no_reward_is_refused_by_name():
+    # json:loads is callable and takes one argument: it was accepted, and every episode erred at its
+    # first scoring, after the model had loaded
+    for name, why in (("json:loads", "is a function of Python's standard library (json), not a reward"),
+                      ("os.path:join", "is a function of Python's standard library (posixpath), not a reward"),
+                      ("agentboost.files:atomic_write_text", None)):
+        if why is None:
+            get_reward(name)  # two positional arguments: judged when it runs
+            continue
+        with pytest.raises(UnknownRewardError, match=f"reward '{name}' " + why.replace("(", r"\(").replace(")", r"\)")):
+            get_reward(name)
+
+
+def test_bounded_helpers_die_with_their_caller_and_are_replaced():
+    # a helper is killed when the thread that started it ends (so no computation outlives a killed
+    # trainer); the next call finds it dead and starts another; a function's own error keeps it
+    import threading
+
+    from agentboost.rewards import bounded
+
+    target = "agentboost.rewards.registry:numbers_equal"
+    t = threading.Thread(target=lambda: bounded.call(target, ["42", "42.0"], 5.0))
+    t.start()
+    t.join()
+    assert bounded.call(target, ["42", "42.0"], 5.0) is True
+    with pytest.raises(bounded.HelperError, match="InvalidOperation"):
+        bounded.call(target, ["42", "x"], 5.0)
+    assert bounded.call(target, ["42", "43"], 5.0) is False
+
+
+def test_reports_never_compute_with_a_reward_that_is_no_number():
+    # scoring no longer gives one, but an episode file written before may hold NaN or infinity
+    from agentboost.episodes.summary import summarize
+    from agentboost.evaluation.evaluate import describe
+
+    eps = [Episode(episode_id=str(i), task_id="t", group_id="g", reward=r)
+           for i, r in enumerate([float("nan"), 1.0, float("inf"), 0.0])]
+    assert summarize(eps)["reward_mean"] == 0.5 and summarize(eps)["rewards"] == [1.0, 0.0]
+    assert describe(eps, "policy").mean_reward == 0.5

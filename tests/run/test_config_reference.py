@@ -25,3 +25,22 @@ def test_the_docs_page_is_the_generated_reference():
         "docs/configuration.md is stale: run `agentboost config --markdown > docs/configuration.md`"
     r = cli("config", timeout=120)
     assert r.returncode == 0 and "optim.lr (float, default 0.0001) [> 0 and <= 1; finite]" in r.stdout
+
+
+def test_every_field_carries_its_own_help_bounds_and_choices():
+    # the reference is read from the fields alone (schema.option): no comment, no side table
+    import dataclasses
+
+    from agentboost.run.config_reference import sections
+    from agentboost.schema import bounds_of, choices_of, describe_bounds, help_of, title_of
+
+    by_key = {r["key"]: r for r in rows()}
+    for name, cls in sections():
+        assert title_of(cls), f"section {name} has no docstring title"
+        for f in dataclasses.fields(cls):
+            row = by_key[f"{name}.{f.name}"]
+            assert help_of(f) and row["meaning"] == help_of(f), row["key"]
+            if choices_of(f) is not None:
+                assert row["allowed"] == "one of " + ", ".join(choices_of(f)), row["key"]
+            elif bounds_of(f) is not None:
+                assert row["allowed"].startswith(describe_bounds(bounds_of(f))), row["key"]

@@ -104,13 +104,17 @@ def test_a_non_finite_update_stops_the_run_and_latest_stays_the_last_good_checkp
 
 
 @pytest.mark.slow
-def test_a_step_whose_episodes_all_fail_fails_the_run_with_their_reason(tmp_path, smollm2_path):
+@pytest.mark.parametrize("reward, reason", [
+    ("broken_reward", "reward is broken"),
+    # a reward that is NaN for every episode ran "done" with a best checkpoint: NaN is no reward
+    ("nan_reward", "gave an invalid reward: its score is nan (not a finite number)")])
+def test_a_step_whose_episodes_all_fail_fails_the_run_with_their_reason(tmp_path, smollm2_path, reward, reason):
     run = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}  # the reward is helpers:broken_reward
-    r = cli("train", SMOKE, *SMALL[:-1], "reward.name=helpers:broken_reward", "--run-dir", str(run), timeout=600,
+    env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}  # the reward is in helpers
+    r = cli("train", SMOKE, *SMALL[:-1], f"reward.name=helpers:{reward}", "--run-dir", str(run), timeout=600,
             env=env)
     assert r.returncode == 1, r.stderr[-3000:]
-    assert "run failed: EpisodesFailed: step 1: 4 of 4 episodes failed" in r.stderr and "reward is broken" in r.stderr
+    assert "run failed: EpisodesFailed: step 1: 4 of 4 episodes failed" in r.stderr and reason in r.stderr
     assert "Traceback" not in r.stderr and "done:" not in r.stdout
     assert (run / "episodes" / "step_000001.jsonl").is_file()  # the failed episodes are kept, with their errors
     assert not (run / "checkpoints" / "latest").exists() and not (run / "result.json").exists()

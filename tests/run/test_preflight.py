@@ -68,6 +68,18 @@ def test_train_check_runs_every_check_and_writes_nothing(tmp_path):
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, (override, r.stderr[-2000:])
 
 
+def test_what_failed_only_after_the_model_loaded_is_refused_at_start():
+    # each was accepted by `train --check`, then failed every episode (or sampled for ever) in the run
+    for override, message in [
+        ("sampling.max_new_tokens=1000000000", "sampling.max_new_tokens must be >= 1 and <= 1e+06, got 1e+09"),
+        ("reward.name=json:loads", "reward 'json:loads' is a function of Python's standard library (json), not a reward"),
+        ("data.train_file=/dev/zero", "task file /dev/zero is not a regular file (a directory, a device or a pipe)"),
+    ]:
+        with pytest.raises(InputError) as e:
+            preflight(load_config(SMOKE, [override]))
+        assert message in str(e.value) and "\n" not in str(e.value), (override, str(e.value))
+
+
 def test_a_prometheus_port_in_use_and_wandb_without_credentials(monkeypatch, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -99,6 +111,20 @@ def test_a_request_over_the_servers_size_limit_is_a_prompt_too_long(monkeypatch,
             asyncio.run(sampler.sample([17] * 2000, params))
     finally:
         srv.stop_thread()
+
+
+def test_a_prompt_past_the_context_is_the_requests_fault_not_the_servers(smollm2_engine):
+    # the local engine called it a sampler failure: serve and the gateway answered 502, not a 4xx
+    from agentboost.sampling.http_sampler import _prompt_too_long
+
+    params = SamplingParams(temperature=0.0, max_new_tokens=4)
+    with pytest.raises(PromptTooLongError, match="does not fit the model's context"):
+        smollm2_engine.submit([17] * smollm2_engine.max_context, params)
+    # vLLM's v1 engine words it so for a prompt given as token ids (vllm/v1/engine/input_processor.py)
+    vllm_says = {"error": {"message": "The decoder prompt (length 2100) is longer than the maximum model length of "
+                                      "2048. Make sure that `max_model_len` is no smaller than the number of text "
+                                      "tokens.", "type": "BadRequestError", "code": 400}}
+    assert _prompt_too_long(vllm_says)
 
 
 def test_the_python_api_refuses_before_it_writes(tmp_path):

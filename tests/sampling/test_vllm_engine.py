@@ -121,6 +121,23 @@ def test_runtime_lora_logprobs_equal_the_trainers_at_the_sampling_temperature(vl
 
 
 @pytest.mark.slow
+def test_a_prompt_past_the_servers_context_is_a_prompt_too_long(vllm):
+    # vLLM words it "longer than the maximum model length" for a token-id prompt: the sampler took
+    # it for a failure of the server's, and serve answered 502 where the request was at fault
+    from agentboost.sampling.protocol import PromptTooLongError
+
+    async def go():
+        sampler = HttpSampler(vllm.url)
+        try:
+            return await sampler.sample([17] * 2100, SamplingParams(temperature=0.0, max_new_tokens=4))
+        finally:
+            await sampler.close()
+
+    with pytest.raises(PromptTooLongError, match="rejected"):
+        asyncio.run(go())
+
+
+@pytest.mark.slow
 def test_rollout_through_the_vllm_server_gives_token_exact_episodes(vllm, smollm2_path, tmp_path):
     from agentboost.agents.strands_agent import StrandsAgentSpec
     from agentboost.environments.strands_env import StrandsEnv

@@ -525,3 +525,100 @@ print("found", found)
                         {"kind": "stdio", "input": "2", "output": "found []"}], limits=LIMITS)[1:]:
         assert o.passed, o.detail
     assert run_tests(look, tests, limits=LIMITS)[0].passed  # the next problem, in the warm harness
+
+
+# -- what a warm harness served before: a program's own memory holds nothing of it ------------------
+
+_SCAN_MEMORY = r'''
+import ctypes, json, re
+def scan(patterns):
+    """Which of the byte patterns occur anywhere in this process's own writable memory."""
+    with open("/proc/self/maps") as f:
+        maps = [line.split() for line in f]
+    found = {name: False for name in patterns}
+    compiled = {name: re.compile(p.encode()) for name, p in patterns.items()}
+    for parts in maps:
+        if "r" not in parts[1] or (len(parts) > 5 and parts[5] not in ("[heap]", "[stack]")):
+            continue  # files' pages (reading past their end raises SIGBUS) hold nothing the judge sent
+        lo, hi = (int(x, 16) for x in parts[0].split("-"))
+        if hi - lo > 1 << 28:
+            continue
+        data = ctypes.string_at(lo, hi - lo)
+        for name, p in compiled.items():
+            found[name] = found[name] or p.search(data) is not None
+    return found
+'''
+
+
+def _pattern(prefix: str, secret: str) -> str:
+    # a regular expression that matches prefix + secret while its own text (which the scanning
+    # program holds) does not: the secret's first character is written as a class
+    return f"{prefix}[{secret[0]}]{secret[1:]}"
+
+
+@needs_isolation
+def test_a_memory_scan_finds_nothing_of_the_answers_scored_before_it():
+    # A GRPO group's answers are scored one after another by the same warm harness. An answer that
+    # scans its own memory (it may: ctypes) looks for what the harness held for the answers before
+    # it: the check of a script test (its expected value), a stdin test's output, the other answer's
+    # code. A test program starts from the zygote's image plus its own problem's solution, so it
+    # finds none of them; it does find its own code, which proves the scan works.
+    from agentboost.sandbox import judge
+
+    limits = SandboxLimits(cpu_s=4, wall_s=8, memory_mb=257, processes=8, disk_mb=16)  # a pool of its own
+    expected, output, code_mark, own = (secrets.token_hex(12) for _ in range(4))
+    pad = "# " + "padding " * 600 + "\n"  # a long check, as HumanEval's are: longer than the next messages
+    check = f"{pad}def check(candidate):\n    assert candidate() == 'EXP-{expected}'\n\ncheck(f)\n"
+    sibling = (f"def f():\n    return 'EXP-' + {expected[:6]!r} + {expected[6:]!r}  # SRC-{code_mark}\n"
+               f"print('OUT-' + {output[:6]!r} + {output[6:]!r})\n")
+    tests = [{"kind": "script", "code": check}, {"kind": "stdio", "input": "", "output": f"OUT-{output}"}]
+    assert [o.verdict for o in run_tests(sibling, tests, limits=limits)] == ["passed", "passed"]
+    harness = judge._pool[limits][0]
+    patterns = {"check": _pattern("EXP-", expected), "output": _pattern("OUT-", output),
+                "code": _pattern("SRC-", code_mark), "own": _pattern("OWN-", own)}
+    scanner = (_SCAN_MEMORY + f"mine = 'OWN-{own}'\nfound = scan({patterns!r})\n"
+               "def f():\n    return json.dumps(found, sort_keys=True)\n"
+               "print(json.dumps(found, sort_keys=True))\n")
+    out = run_tests(scanner, [{"kind": "stdio", "input": "", "output": "-"}], limits=limits)[0]
+    assert judge._pool[limits] == [harness]  # the same warm harness served it
+    found = json.loads(out.detail.split("got '", 1)[1].rstrip("'"))
+    assert found == {"check": False, "output": False, "code": False, "own": True}, found
+
+
+@needs_isolation
+def test_the_kernel_keyring_carries_nothing_between_answers():
+    # keys belong to the uid, not to a namespace: a warm harness's next answer (same uid) would read
+    # what the previous one stored, and the keys would stay pinned to the uid after the run. The
+    # sandbox refuses the keyring's system calls (ENOSYS), in the judge and in one-off runs alike.
+    from agentboost.sandbox.runner import run_python
+
+    keys = '''
+import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+ADD, CTL = {"x86_64": (248, 250), "aarch64": (217, 219)}[platform.machine()]
+def add(ring):
+    r = libc.syscall(ADD, b"user", b"note", b"ANSWER-42", 9, ring)
+    return "added" if r >= 0 else ctypes.get_errno()
+def find(ring):
+    kid = libc.syscall(CTL, 10, ring, b"user", b"note", 0)  # KEYCTL_SEARCH
+    if kid < 0:
+        return "none"
+    buf = ctypes.create_string_buffer(64)
+    n = libc.syscall(CTL, 11, kid, buf, 64)  # KEYCTL_READ
+    return buf.raw[:max(n, 0)].decode()
+RINGS = (-4, -3, -5)  # the user keyring, the session keyring, the user's session keyring
+'''
+    limits = SandboxLimits(cpu_s=4, wall_s=8, memory_mb=258, processes=8, disk_mb=16)
+    test = [{"kind": "stdio", "input": "", "output": "-"}]
+    wrote = run_tests(keys + "print([add(r) for r in RINGS])\n", test, limits=limits)[0].detail
+    read = run_tests(keys + "print([find(r) for r in RINGS])\n", test, limits=limits)[0].detail
+    assert "got '[38, 38, 38]'" in wrote, wrote  # ENOSYS
+    assert "got \"['none', 'none', 'none']\"" in read, read
+    r = run_python(keys + "print([add(r) for r in RINGS])\n", limits=limits)
+    assert r.stdout.strip() == "[38, 38, 38]", (r.stdout, r.stderr)
+    # the hostname, the other state of the same kind a program might leave: its own UTS namespace,
+    # and no right to change it
+    r = run_python("import socket\ntry:\n    socket.sethostname('left-by-a-program')\nexcept OSError as e:\n"
+                   "    print(type(e).__name__)\nprint(socket.gethostname() != 'left-by-a-program')\n", limits=limits)
+    assert r.stdout.split() == ["PermissionError", "True"], (r.stdout, r.stderr)

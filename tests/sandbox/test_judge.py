@@ -231,15 +231,16 @@ def test_each_test_starts_in_an_empty_directory():
 
 @pytest.mark.skipif(not FULL, reason="the uid sweep needs the sandbox's own uid (Linux, root)")
 def test_what_a_test_leaves_running_is_killed_before_the_next():
-    # test 0 starts a process outside its process group; test 1 looks for processes of its uid
+    # test 0 starts a process outside its process group; test 1 looks for it among the processes of
+    # its uid (the harness's own processes are there too: the zygote and the problem processes)
     code = ("import os, subprocess, sys, time\nn = int(input())\n"
-            "if n == 0:\n    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
-            "    time.sleep(0.2)\n"
+            "if n == 0:\n    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', 'LEFT-BEHIND'],"
+            " start_new_session=True)\n    time.sleep(0.2)\n"
             "mine = [p for p in os.listdir('/proc') if p.isdigit() and os.stat('/proc/' + p).st_uid == os.getuid()]\n"
             "alive = [p for p in mine if open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0] != 'Z']\n"
-            "print(len(alive))\n")
-    tests = [{"kind": "stdio", "input": "0\n", "output": "3\n"},  # the harness, this test, the sleeper
-             {"kind": "stdio", "input": "1\n", "output": "2\n"}]  # the harness and this test: the sleeper is gone
+            "print(sum(b'LEFT-BEHIND' in open(f'/proc/{p}/cmdline', 'rb').read() for p in alive))\n")
+    tests = [{"kind": "stdio", "input": "0\n", "output": "1\n"},  # the sleeper runs
+             {"kind": "stdio", "input": "1\n", "output": "0\n"}]  # the sleeper is gone
     out = run_tests(code, tests, limits=LIMITS)
     assert [o.verdict for o in out] == ["passed", "passed"], [o.detail for o in out]
 
@@ -286,7 +287,7 @@ def test_tolerance_values_and_comparison():
     assert outputs_match("0.333333333", "0.3333333")
     assert not outputs_match("0.3333", "0.3334")
     assert not outputs_match("1000000", "1000001") and not outputs_match("007", "7")
-    assert outputs_match("3", "3.0000000001") and not outputs_match("yes", "Yes")
+    assert not outputs_match("yes", "Yes")
     assert outputs_match("  1 2\n", "1   2  \n\n")
     # exact: text, trailing whitespace ignored
     assert not outputs_match("2.50", "2.5", "exact") and outputs_match("2.50", "2.50  ", "exact")
@@ -346,3 +347,72 @@ def test_stated_tolerance_phrasings(text, tol):
         assert got is None
     else:
         assert got is not None and got == pytest.approx(tol), got
+
+
+def test_an_expected_integer_is_matched_exactly_whatever_the_answer_writes():
+    # a tolerance is for real numbers: an expected integer matched within one let 1000001.0 pass for
+    # 1000000, and an answer off by 100 on a 9-digit integer pass, printed or returned
+    assert not outputs_match("1000000", "1000001.0") and not outputs_match("123456789", "123456889.0")
+    assert not outputs_match("3", "3.0000000001") and not outputs_match("3", "3.0000000001", {"rel": 0.1})
+    assert outputs_match("1000000", "1000000.0") and outputs_match("1000000", "1e6") and outputs_match("-0", "0.0")
+    big = "123456789012345678901234567890"
+    assert outputs_match(big, big + ".0") and not outputs_match(big, "1.2345678901234567e29")
+    assert not values_match(1000000, 1000001.0) and not values_match(123456789, 123456889.0)
+    assert values_match(1000000, 1000000.0) and values_match([1, 2.0], [1.0, 2])
+    assert not values_match(10**18 + 1, 1e18) and not values_match(1, True) and not values_match(0.0, False)
+    assert values_match(True, True) and not values_match([1], [True])
+    # an expected real number keeps its tolerance; a zero tolerance compares decimal values exactly
+    assert outputs_match("2.0", "2") and outputs_match("0.3333333", "0.33333333")
+    assert outputs_match("2.5", "2.50", {"abs": 0, "rel": 0}) and not outputs_match("0.1", "0.10000000000000001",
+                                                                                    {"abs": 0, "rel": 0})
+    # through the judge: printed and returned
+    code = "n = int(input())\nprint(float(n * 1000 + (n == 2)))\n"
+    tests = [{"kind": "stdio", "input": f"{i}\n", "output": f"{i * 1000}\n"} for i in range(1, 4)]
+    assert [o.verdict for o in run_tests(code, tests, limits=LIMITS)] == ["passed", "wrong_output", "passed"]
+    calls = [{"kind": "call", "args": [123456789], "expected": 123456789}]
+    assert not run_tests("def f(x):\n    return x + 100.0\n", calls, fn_name="f", limits=LIMITS)[0].passed
+    assert run_tests("def f(x):\n    return float(x)\n", calls, fn_name="f", limits=LIMITS)[0].passed
+
+
+def test_each_dataset_states_its_judges_tolerance(tmp_path):
+    import pyarrow.parquet as pq
+
+    from agentboost.data.prepare import DATASET_TOLERANCE, PrepareOptions, prepare
+
+    # no statement states one: the dataset's own judge's (APPS/TACO np.allclose; LiveCodeBench: decimals)
+    rows = [{"problem": "Print n squared.", "tests": json.dumps({"inputs": ["2\n", "3\n"], "outputs": ["4\n", "9\n"]})}]
+    src = tmp_path / "sq.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for name in ("deepcoder", "livecodebench"):
+        report = prepare(name, tmp_path / name, source=str(src), opts=PrepareOptions(test_fraction=0.0))
+        task = pq.read_table(tmp_path / name / "train.parquet").to_pylist()[0]
+        assert task["float_tol"] == DATASET_TOLERANCE[name]
+        assert f"the dataset's judge's {DATASET_TOLERANCE[name]} for the rest" in "\n".join(report.summary(name, PrepareOptions()))
+    assert json.loads(DATASET_TOLERANCE["deepcoder"]) == {"abs": 1e-8, "rel": 1e-5}
+    assert tolerance(DATASET_TOLERANCE["livecodebench"]) == Tolerance(0.0, 0.0)
+
+
+def test_a_programs_names_never_replace_the_checks_builtins():
+    # HumanEval/2's check compares with abs(); a program that defines abs() and a wrong
+    # truncate_number passes where the check runs in the program's namespace (HumanEval's own
+    # harness), and must fail here
+    check = ("def check(candidate):\n    assert candidate(3.5) == 0.5\n"
+             "    assert abs(candidate(1.33) - 0.33) < 1e-6\n    assert abs(candidate(123.456) - 0.456) < 1e-6\n")
+    cheat = "def abs(x):\n    return 0\n\ndef truncate_number(number):\n    return 0.5\n"
+    test = [{"kind": "script", "code": check + "\ncheck(truncate_number)\n"}]
+    import subprocess
+    import sys
+
+    one_namespace = subprocess.run([sys.executable, "-c", cheat + "\n" + test[0]["code"]], capture_output=True)
+    assert one_namespace.returncode == 0  # the hole, where the check shares the program's names
+    o = run_tests(cheat, test, fn_name="truncate_number", limits=LIMITS)[0]
+    assert o.verdict == "wrong_output", o
+    # the honest solution passes; a check that uses a helper the program defines still reaches it
+    assert run_tests("def truncate_number(number):\n    return number % 1.0\n", test, fn_name="truncate_number",
+                     limits=LIMITS)[0].passed
+    helper_check = [{"kind": "script", "code": "def check(c):\n    assert c(encode('ab')) == 'ab'\n\ncheck(decode)\n"}]
+    program = "def encode(s):\n    return s[::-1]\n\ndef decode(s):\n    return s[::-1]\n"
+    assert run_tests(program, helper_check, fn_name="decode", limits=LIMITS)[0].passed
+    # the entry point is the program's even when it has a builtin's name
+    named = [{"kind": "script", "code": "def check(c):\n    assert c([3, 4]) == 'seven'\n\ncheck(sum)\n"}]
+    assert run_tests("def sum(xs):\n    return 'seven'\n", named, fn_name="sum", limits=LIMITS)[0].passed

@@ -241,6 +241,39 @@ def test_arms_change_live_on_a_reconfigurable_router(tmp_path, smollm2_tok):
         assert post(r.url + "/v1/admin/arms", {"arms": {"policy": "v2"}})[0] == 403
 
 
+def test_malformed_bodies_and_rewards_that_are_no_numbers_get_400(tmp_path, smollm2_tok):
+    # a 100,000-deep JSON body raised RecursionError (500); "stream": "yes" was taken as true; NaN,
+    # 1e308 and 1e400 (infinity) were accepted as rewards and made `ab report` call a test significant
+    router = Router({"baseline": arm("baseline", smollm2_tok, "It is 5.")}, out_dir=tmp_path, token=TOKEN,
+                    max_request_bytes=1 << 20, rate_limit=0, salt="fixed")
+    with router:
+        url = router.url
+        chat = {"messages": [{"role": "user", "content": "hi"}]}
+        assert post(url + "/v1/chat/completions", chat, headers={"X-Agentboost-Session": "s1"})[0] == 200
+        deep = b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+        for path in ("/v1/chat/completions", "/v1/feedback"):
+            status, _, body = post(url + path, None, raw=deep)
+            assert status == 400 and "nests too deeply" in body, (path, status, body)
+        status, _, body = post(url + "/v1/chat/completions", {**chat, "stream": "yes"})
+        assert status == 400 and "'stream' must be true or false" in body, body  # (the protocol's check)
+        for raw in (b'{"session_id": "s1", "reward": NaN}', b'{"session_id": "s1", "reward": 1e400}'):
+            status, _, body = post(url + "/v1/feedback", None, raw=raw)
+            assert status == 400, (raw, status, body)
+        status, _, body = post(url + "/v1/feedback", {"session_id": "s1", "reward": 1e308})
+        assert status == 400 and "a finite number in [-1e+06, 1e+06]" in body, body
+        assert post(url + "/v1/feedback", {"session_id": "s1", "reward": 0.5})[0] == 200
+    # a log written before feedback refused them: the report leaves them out of every figure
+    events = [{"event": "config", "arms": {"baseline": {}, "experiment": {}}, "split": 0.5}]
+    for i in range(6):
+        arm_name = "experiment" if i % 2 else "baseline"
+        events += [{"event": "assign", "session": f"s{i}", "arm": arm_name},
+                   {"event": "feedback", "session": f"s{i}", "arm": arm_name,
+                    "reward": [float("nan"), 1e308, float("inf"), 0.5, "high", 0.25][i]}]
+    r = ab_report(events)
+    assert r["arms"]["experiment"]["mean_reward"] == 0.375 and r["arms"]["experiment"]["invalid_rewards"] == 1
+    assert r["arms"]["baseline"]["mean_reward"] is None and r["arms"]["baseline"]["invalid_rewards"] == 3
+    assert "reward_difference" not in r
+    assert "baseline: 3 posted rewards left out of every figure" in report_text(r)
 def test_a_restart_with_the_same_command_line_keeps_the_live_split(tmp_path, smollm2_tok):
     """`serve --ab ... --split 0.3`, then a live `ab split 0.5`, then the same command line again:
     the live 0.5 stays (the command line's 0.3 is the split the test started with). A split given

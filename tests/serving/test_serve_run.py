@@ -68,8 +68,8 @@ def test_best_checkpoint_is_picked_kept_and_named(trained_run, capsys):
 def test_ab_test_of_the_best_checkpoint_agrees_with_offline_eval(trained_run, tmp_path, capsys):
     from strands.models.openai import OpenAIModel
 
-    from agentboost.evaluation.evaluate import config_for, evaluate
-    from agentboost.run.assembly import agent_spec, environment
+    from agentboost.evaluation.evaluate import evaluate
+    from agentboost.run.assembly import agent_spec, config_for, environment
     from agentboost.serving.report import ab_report
     from agentboost.serving.router import build_router
 

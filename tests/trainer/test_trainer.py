@@ -15,12 +15,14 @@ import pytest
 import torch
 from helpers import CLI, REPO, cli, model_call
 
+from agentboost.episodes.passk import pass_at_k
 from agentboost.episodes.record import Episode, build_segments, read_episodes
 from agentboost.run.config import load_config
+from agentboost.run.lifecycle import TaskStream
 from agentboost.run.metrics import figure_text, validation_figure
 from agentboost.trainer import batch as batching
 from agentboost.trainer import loss as losses
-from agentboost.trainer.loop import TaskStream, Trainer, pass_at_k
+from agentboost.trainer.loop import Trainer
 
 SMOKE = str(REPO / "examples/quickstart/smoke.yaml")
 

@@ -5,8 +5,9 @@ agent_args=..., env_args=...)``). They carry configuration only: rLLM's trainer 
 per row, and agentboost's override of rLLM's ``AgentExecutionEngine`` (installed by
 ``python apply_patches.py``) runs each pair as one agentboost episode. Needs rLLM installed.
 
-- ``agent_args``: the fields of ``agentboost.agents.strands_agent.StrandsAgentSpec`` (tools, system
-  prompt, limits, tool parser, factory).
+- ``agent_args``: the keys of a configuration's ``agent`` section (``agents/config.py``: tools, system
+  prompt, limits, tool parser, factory; ``kind: http`` for an agent in its own process), with its
+  defaults.
 - ``env_args``: ``strands_env`` = the fields of ``agentboost.environments.strands_env.StrandsEnv``
   (reward, prompt field or template, shaping, failed reward); every other key is part of the task,
   as are the row's ``extra_info`` fields (rLLM merges them).
@@ -21,7 +22,7 @@ from typing import Any
 from rllm.agents.agent import BaseAgent
 from rllm.environments.base.base_env import BaseEnv
 
-from ...agents.strands_agent import StrandsAgentSpec
+from ...agents.config import spec_from_keys
 from ...environments.strands_env import StrandsEnv
 from ...files import sha256_bytes
 from ...rewards.shaping import ShapingConfig
@@ -42,6 +43,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def agent_spec_from_args(agent_args: dict[str, Any]):
+    """rLLM's ``agent_args`` read as a configuration's ``agent`` section: the same schema, the same
+    defaults as every other path."""
+    return spec_from_keys({k: _plain(v) for k, v in agent_args.items()}, "agent.agent_args")
+
+
 def _known_fields(cls: type, args: dict[str, Any], where: str) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}
     unknown = sorted(set(args) - names)
@@ -54,7 +61,7 @@ class StrandsRLLMAgent(BaseAgent):
     is_agentboost_strands = True
 
     def __init__(self, **agent_args: Any):
-        self.spec = StrandsAgentSpec(**_known_fields(StrandsAgentSpec, agent_args, "agent.agent_args"))
+        self.spec = agent_spec_from_args(agent_args)
 
     def update_from_env(self, observation, reward, done, info, **kwargs):
         raise RuntimeError(_NOT_PATCHED.format(cls=type(self).__name__))

@@ -60,12 +60,17 @@ def transformers4_model_dir(model_dir: str | Path, out: str | Path, tokenizer_cl
 
 
 def init_ray(num_gpus: int, env_vars: dict[str, str] | None = None) -> None:
-    """Ray for a CPU run: ``num_gpus`` logical GPUs and ``install()`` in every worker process."""
+    """Ray for a CPU run: a local cluster of its own with ``num_gpus`` logical GPUs and ``install()``
+    in every worker process. ``address="local"``: ``ray.init()`` would otherwise join the last
+    cluster started on this machine (``/tmp/ray/ray_current_cluster``), such as another run's, whose
+    GPUs are taken ("Total available GPUs 0 is less than total desired GPUs 1"). No dashboard: a CPU
+    run has no use for its processes, which take a core's time at start."""
     import ray
 
     install()  # the driver too (the Ray actors run everything heavy, but it imports the fork)
     env = {"TOKENIZERS_PARALLELISM": "true", **(env_vars or {})}
-    ray.init(num_gpus=int(num_gpus), runtime_env={"env_vars": env, "worker_process_setup_hook": _HOOK})
+    ray.init(address="local", num_gpus=int(num_gpus), include_dashboard=False,
+             runtime_env={"env_vars": env, "worker_process_setup_hook": _HOOK})
 
 
 def install() -> None:

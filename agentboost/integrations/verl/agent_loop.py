@@ -66,7 +66,8 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from ...agents.chat_rendering import ChatRenderer
-from ...agents.http_agent import HttpAgentSpec, spec_from_keys
+from ...agents.config import spec_from_keys
+from ...agents.http_agent import HttpAgentSpec
 from ...agents.strands_agent import StrandsAgentSpec
 from ...environments.strands_env import StrandsEnv
 from ...episodes.record import Episode, EpisodeWriter, Status
@@ -95,7 +96,8 @@ def _configured(agent_json: str, env_json: str) -> tuple[StrandsAgentSpec | Http
     """The agent specification and environment of a YAML entry, validated once per worker."""
     agent, env = json.loads(agent_json), json.loads(env_json)
     try:
-        spec = spec_from_keys(agent).validate()  # agent.kind: strands (built here) or http (its own process)
+        # the configuration's agent schema and defaults: agent.kind strands (built here) or http (its own process)
+        spec = spec_from_keys(agent, "agent loop YAML").validate()
         shaping = env.pop("shaping", None)
         environment = StrandsEnv(**env, shaping=ShapingConfig(**shaping) if shaping else None)
     except TypeError as e:

@@ -28,20 +28,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import random
 import shutil
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ...agents.strands_agent import AgentSpecError, check_history
-from ...episodes.passk import pass_at_k
 from ...episodes.record import STATUSES, Episode, EpisodeWriter
-from ...episodes.summary import success_ci95, tool_use_metrics
+from ...episodes.summary import tool_use_metrics
 from ...errors import InputError
 from ...evaluation.evaluate import describe
 from ...evaluation.statistics import paired_comparison
@@ -49,198 +44,66 @@ from ...files import atomic_directory, atomic_write_text
 from ...imports import ImportPathError, import_object
 from ...models.chat import chat_model_spec
 from ...rewards.groups import apply_group_policy
-from ...rollout.pool import StrandsProcessPool, ensure_not_spawning
-from ...run import health
-from ...run.assembly import agent_spec, environment
+from ...rollout.pool import StrandsProcessPool
+from ...run import assembly, health
 from ...run.checkpoint import newest_intact, write_manifest
 from ...run.config import ConfigError, TrainConfig
-from ...run.directory import prepare_run_dir, saved_config
-from ...run.metrics import MetricsLogger, figure_text, validation_figure, validation_sample
-from ...run.preflight import preflight
+from ...run.lifecycle import RunLifecycle
+from ...run.metrics import validation_metrics, validation_summary
 from ...run.prompt_policy import FILE_NAME, Demonstration, PromptPolicy
 from ...sampling.protocol import SamplingParams
 from ...sampling.spec import SamplerSpec
 from ...tasks import load_tasks
 from .. import loss as losses
+from .candidates import (  # noqa: F401 (a config's prompt.optimizer may name it by its 0.2 path, this module)
+    PromptTrainingError,
+    contrast,
+    demonstration_from_episode,
+    policy_demonstrations,
+    strands_optimizer,
+)
 
 
-class PromptTrainingError(InputError):
-    pass
-
-
-# -- candidates ----------------------------------------------------------------------------------
-def demonstration_from_episode(ep: Episode, source: str, step: int, advantage: float | None = None) -> Demonstration | None:
-    """The episode's turns as a demonstration (role and content only: no usage figures or ids of
-    the run), or None where they are not a whole exchange (a failed or cut-off episode)."""
-    messages = [{"role": m["role"], "content": m["content"]} for m in ep.messages if isinstance(m, dict)]
-    try:
-        check_history(messages)
-    except AgentSpecError:
-        return None
-    if not messages:
-        return None
-    return Demonstration(task_id=ep.task_id, messages=messages, source=source, reward=ep.reward,
-                         advantage=advantage, episode_id=ep.episode_id, step=step)
-
-
-def policy_demonstrations(episodes: list[Episode], advantages: dict[str, float], n: int, step: int,
-                          exclude: set[str]) -> list[Demonstration]:
-    """The ``n`` highest-advantage successful episodes of the step, one per task, none of a task in
-    ``exclude``; only positive advantages (better than its group)."""
-    ranked = sorted((ep for ep in episodes if ep.succeeded and advantages.get(ep.episode_id, 0.0) > 0),
-                    key=lambda ep: -advantages[ep.episode_id])
-    out, seen = [], set(exclude)
-    for ep in ranked:
-        if ep.task_id in seen:
-            continue
-        demo = demonstration_from_episode(ep, "policy", step, advantages[ep.episode_id])
-        if demo is not None:
-            out.append(demo)
-            seen.add(ep.task_id)
-        if len(out) == n:
-            break
-    return out
-
-
-@dataclass
-class Contrast:
-    """What a reflective optimizer reads: the current prompt and the step's best and worst
-    episodes (each: task_id, question, transcript, reward, advantage)."""
-    system_prompt: str
-    instructions: list[str]
-    high: list[dict[str, Any]]
-    low: list[dict[str, Any]]
-
-
-def transcript(ep: Episode) -> str:
-    lines = []
-    for m in ep.messages:
-        for b in m.get("content") or []:
-            if "text" in b:
-                lines.append(f"{m['role']}: {b['text']}")
-            elif "toolUse" in b:
-                lines.append(f"{m['role']} calls {b['toolUse']['name']}({json.dumps(b['toolUse'].get('input'))})")
-            elif "toolResult" in b:
-                text = " ".join(c.get("text", "") for c in b["toolResult"].get("content") or [] if isinstance(c, dict))
-                lines.append(f"tool result: {text}")
-    if ep.error:
-        lines.append(f"[episode {ep.status}: {ep.error}]")
-    return "\n".join(lines)
-
-
-def contrast(policy: PromptPolicy, episodes: list[Episode], advantages: dict[str, float], tasks: dict[str, dict],
-             n: int = 2) -> Contrast | None:
-    """The ``n`` highest- and lowest-advantage episodes of the step; None when no group differs."""
-    scored = sorted((ep for ep in episodes if abs(advantages.get(ep.episode_id, 0.0)) > 1e-9),
-                    key=lambda ep: advantages[ep.episode_id])
-    if not scored:
-        return None
-
-    def view(ep):
-        return {"task_id": ep.task_id, "question": tasks.get(ep.task_id, {}).get("question"),
-                "transcript": transcript(ep), "reward": ep.reward, "advantage": advantages[ep.episode_id]}
-
-    high = [view(ep) for ep in reversed(scored[-n:]) if advantages[ep.episode_id] > 0]
-    low = [view(ep) for ep in scored[:n] if advantages[ep.episode_id] < 0]
-    if not high or not low:
-        return None
-    return Contrast(policy.system_prompt, list(policy.instructions), high, low)
-
-
-REFLECTION_PROMPT = """You improve the system prompt of an AI agent. Below are its current system prompt, \
-episodes that scored above their group (high advantage) and episodes that scored below it (low advantage). \
-Find what the better episodes did that the worse ones did not, and write ONE short instruction (one sentence) \
-to add to the system prompt so that the agent does it every time. Reply with the instruction only."""
-
-
-def strands_optimizer(contrast: Contrast, provider: str, model_id: str, api_key_env: str = "",
-                      max_tokens: int = 200, **model_kwargs: Any) -> str | None:
-    """A reflective optimizer backed by any Strands model provider (``prompt.optimizer:
-    agentboost.trainer.prompt.loop:strands_optimizer``, its options in
-    ``prompt.optimizer_options``): ``provider`` is ``anthropic``, ``openai``, ``bedrock``, ``litellm``
-    or ``ollama`` (Strands' model classes), the key is read from the environment variable
-    ``api_key_env`` at the call and never written anywhere. The model is separate from the policy."""
-    import os
-
-    from strands import Agent
-
-    client_args = {}
-    if api_key_env:
-        if not os.environ.get(api_key_env):
-            raise PromptTrainingError(f"prompt.optimizer_options.api_key_env: {api_key_env} is not set")
-        client_args["api_key"] = os.environ[api_key_env]
-    if provider == "anthropic":
-        from strands.models.anthropic import AnthropicModel
-
-        model = AnthropicModel(client_args=client_args, model_id=model_id, max_tokens=max_tokens, **model_kwargs)
-    elif provider == "openai":
-        from strands.models.openai import OpenAIModel
-
-        model = OpenAIModel(client_args=client_args, model_id=model_id,
-                            params={"max_tokens": max_tokens, **model_kwargs.pop("params", {})}, **model_kwargs)
-    elif provider == "bedrock":
-        from strands.models.bedrock import BedrockModel
-
-        model = BedrockModel(model_id=model_id, max_tokens=max_tokens, **model_kwargs)
-    elif provider == "litellm":
-        from strands.models.litellm import LiteLLMModel
-
-        model = LiteLLMModel(client_args=client_args, model_id=model_id, params={"max_tokens": max_tokens}, **model_kwargs)
-    elif provider == "ollama":
-        from strands.models.ollama import OllamaModel
-
-        model = OllamaModel(model_kwargs.pop("host", None), model_id=model_id, max_tokens=max_tokens, **model_kwargs)
-    else:
-        raise PromptTrainingError(f"prompt.optimizer_options.provider: {provider!r} is not one of anthropic, openai, "
-                                  "bedrock, litellm, ollama")
-
-    def block(title, items):
-        return "\n\n".join(f"## {title} {i + 1} (reward {e['reward']}, advantage {e['advantage']:+.2f})\n{e['transcript']}"
-                           for i, e in enumerate(items))
-
-    text = "\n\n".join([REFLECTION_PROMPT, "# Current system prompt\n" + "\n".join([contrast.system_prompt,
-                                                                                   *contrast.instructions]),
-                        block("High-advantage episode", contrast.high), block("Low-advantage episode", contrast.low)])
-    reply = str(Agent(model=model, callback_handler=None)(text)).strip()
-    return reply or None
-
-
-# -- the trainer ---------------------------------------------------------------------------------
-class PromptTrainer:
-    """``agentboost train`` with ``algorithm.policy: prompt``: the same run directory, metrics,
-    checkpoints, budget and resume as ``Trainer``; the prompt changes, never the weights."""
+class PromptTrainer(RunLifecycle):
+    """``agentboost train`` with ``algorithm.policy: prompt``: the prompt changes, never the weights.
+    Its step (candidates from the groups, each through the held-out gate), checkpoint (the prompt
+    policy) and validation are its own; start, budget, SIGTERM, failure and summary are the run's
+    (``run/lifecycle.py``), as for the weights trainer."""
 
     def __init__(self, cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False, log=print,
                  sampler: SamplerSpec | None = None):
         """``sampler``: the policy as a ready sampler (a server already running, or a scripted
         policy in tests) instead of ``model.path`` served from here; each pool gets its sampling."""
-        ensure_not_spawning("PromptTrainer")
         self._sampler = sampler
-        self.run_dir, self.log = Path(run_dir), log
-        if resume:
-            cfg = saved_config(self.run_dir)
-        self.cfg = cfg
-        self.stop_requested: str | None = None
+        self.server = None
+        self._pools: dict[str, tuple[PromptPolicy, StrandsProcessPool]] = {}  # by kind: train, gate, validation
+        self.cost_usd = 0.0
+        self.next_instruction = 0
+        self._gate_cache: tuple[PromptPolicy, list[Episode]] | None = None
+        self._first_val: list[Episode] | None = None
+        super().__init__(cfg, run_dir, resume, log)
+
+    def prepare(self) -> tuple[list[dict], list[dict]]:
+        cfg, log = self.cfg, self.log
         p = cfg.prompt
         train = load_tasks(cfg.data.train_file, question_field=cfg.data.question_field)
         if p.gate_file:
             self.gate_tasks = load_tasks(p.gate_file, question_field=cfg.data.question_field)[: p.gate_tasks]
-            self.train_tasks = train
         else:  # the gate holds out the training file's last rows, which then never train
             if len(train) < p.gate_tasks + cfg.data.tasks_per_step:
                 raise ConfigError(f"config: data.train_file holds {len(train)} tasks: too few to hold out "
                                   f"prompt.gate_tasks={p.gate_tasks} and still draw data.tasks_per_step="
                                   f"{cfg.data.tasks_per_step} (or give prompt.gate_file)")
-            self.gate_tasks, self.train_tasks = train[-p.gate_tasks:], train[: -p.gate_tasks]
+            self.gate_tasks, train = train[-p.gate_tasks:], train[: -p.gate_tasks]
         if len(self.gate_tasks) < 2:
             raise ConfigError(f"config: prompt.gate_file {p.gate_file} holds {len(self.gate_tasks)} task(s); the gate "
                               "needs at least 2")
-        self.val_tasks = (load_tasks(cfg.data.val_file, question_field=cfg.data.question_field)[: cfg.validation.max_tasks]
-                          if cfg.data.val_file else [])
+        val = (load_tasks(cfg.data.val_file, question_field=cfg.data.question_field)[: cfg.validation.max_tasks]
+               if cfg.data.val_file else [])
         if p.demonstrations and p.demonstration_source == "solutions":
             from ...agents.demonstrations import check_solution
 
-            for t in self.train_tasks:  # before anything runs: a row without one is named
+            for t in train:  # before anything runs: a row without one is named
                 try:
                     check_solution(t)
                 except InputError as e:
@@ -254,60 +117,32 @@ class PromptTrainer:
             log(f"policy: {self.chat.describe()} through Strands' {self.chat.provider} provider (text-level episodes; "
                 + (f"token costs count against run.max_cost {cfg.run.max_cost:g})" if priced and cfg.run.max_cost
                    else "no token prices or no run.max_cost: costs not budgeted)"))
-        self.cost_usd = 0.0
         self.optimizer = None
         if p.optimizer:
             try:
                 self.optimizer = import_object(p.optimizer, "prompt optimizer")
             except ImportPathError as e:
                 raise ConfigError(f"config: prompt.optimizer: {e}") from None
-        self.start_warnings = preflight(cfg, str(self.run_dir / "config.yaml") if resume else "config", load_data=False)
-        for w in self.start_warnings:
-            log(f"warning: {w}")
-        prepare_run_dir(cfg, self.run_dir, resume, log)
-        random.seed(cfg.run.seed)
-        np.random.seed(cfg.run.seed)
-        from ..loop import TaskStream
+        return train, val
 
-        self.stream = TaskStream(self.train_tasks, cfg.data.tasks_per_step, cfg.run.seed, cfg.data.shuffle)
-        self.base_spec, self.env = agent_spec(cfg), environment(cfg)
+    def build(self) -> None:
+        self.base_spec, self.env = assembly.agent_spec(self.cfg), assembly.environment(self.cfg)
         self.policy = PromptPolicy(system_prompt=self.base_spec.system_prompt or "")
-        self.step, self.elapsed_before, self.next_instruction = 0, 0.0, 0
-        self._saved_step = -1
-        self.validations: list[dict[str, Any]] = []
-        self._pools: dict[str, tuple[PromptPolicy, StrandsProcessPool]] = {}  # by kind: train, gate, validation
-        self._gate_cache: tuple[PromptPolicy, list[Episode]] | None = None
-        self._first_val: list[Episode] | None = None
-        self.metrics = None
         self._start_server()
-        try:
-            if resume:
-                self._resume()
-            self.metrics = MetricsLogger(self.run_dir, cfg, truncate_after_step=self.step)
-        except BaseException:
-            self.close()
-            raise
 
     def _start_server(self) -> None:
         from ...models.loading import load_policy, resolve_model_path
-        from ...run.policy_engine import server_options
-        from ...sampling.policy_server import start_policy_server
 
         cfg = self.cfg
         self.model_path = str(resolve_model_path(cfg.model.path))
         if self._sampler is not None or self.chat is not None:  # model.path: the tokenizer of solutions only
-            self.server, self.policy_file = None, None
             return
         model, tok = load_policy(self.model_path, dtype=cfg.model.dtype, device=cfg.model.device)
         model.eval().requires_grad_(False)  # served as given: the prompt trains, the weights do not
-        slots = cfg.run.workers * cfg.run.slots
-        self.engine_name, self.server = start_policy_server(
-            model_path=self.model_path, model=model, tokenizer=tok, seed=cfg.run.seed, slots=slots,
-            max_batch_size=min(slots, cfg.run.max_batch), lora_rank=0, full_weight_sync=False,
-            workdir=self.run_dir / "vllm", **server_options(cfg))
-        self.policy_file = str(self.server.policy_file) if self.engine_name == "vllm" else None
+        self.engine_name, self.server = assembly.start_policy(cfg, self.model_path, model=model, tokenizer=tok,
+                                                     workdir=self.run_dir / "vllm")
 
-    def _resume(self) -> None:
+    def restore(self) -> tuple[str, list[str]]:
         from ...run.prompt_policy import load_prompt_policy
 
         ckpt = newest_intact(self.run_dir)
@@ -319,18 +154,16 @@ class PromptTrainer:
         self.validations = state.get("validations", [])
         self.stream.load(state["data"])
         self.log(f"resumed {self.run_dir} at step {self.step} from {ckpt.name}: {self.policy.summary()}")
+        return ckpt.name, []
 
     # -- pools: one set per prompt version (a worker's agent is fixed when it starts) ------------
     def _sampling(self, kind: str) -> SamplingParams:
         cfg = self.cfg
         if kind == "train":
-            return SamplingParams(temperature=cfg.sampling.temperature, top_p=cfg.sampling.top_p,
-                                  max_new_tokens=cfg.sampling.max_new_tokens)
-        v = cfg.validation
-        temperature = cfg.prompt.gate_temperature if kind == "gate" else v.temperature
+            return assembly.sampling(cfg, "train")
         # seeded: the candidate and the current prompt meet the same random numbers per (task, sample)
-        return SamplingParams(temperature=temperature, top_p=v.top_p, max_new_tokens=v.max_new_tokens,
-                              seed=cfg.run.seed)
+        return assembly.sampling(cfg, "validation", seed=cfg.run.seed,
+                        temperature=cfg.prompt.gate_temperature if kind == "gate" else None)
 
     def _run(self, policy: PromptPolicy, kind: str, tasks: list[dict], samples: int) -> list[Episode]:
         held = self._pools.get(kind)
@@ -340,21 +173,13 @@ class PromptTrainer:
             if self._sampler is not None:
                 sampler = dataclasses.replace(self._sampler, sampling=self._sampling(kind))
             elif self.chat is not None:
-                sampler = SamplerSpec(tokenizer=None, sampling=self._sampling(kind), kind="chat",
-                                      chat=self.chat.as_dict())
+                sampler = assembly.chat_sampler_spec(self.chat, self._sampling(kind))
             else:
-                sampler = SamplerSpec(tokenizer=self.model_path, sampling=self._sampling(kind), url=self.server.url,
-                                      policy_file=self.policy_file)
-            held = self._pools[kind] = (policy, StrandsProcessPool(policy.apply(self.base_spec), sampler, self.env,
-                                                                   workers=self.cfg.run.workers,
-                                                                   slots=self.cfg.run.slots))
-        pool = held[1]
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(TextColumn(kind), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True,
-                      disable=not sys.stderr.isatty()) as progress:
-            bar = progress.add_task(kind, total=len(tasks) * samples)
-            episodes = pool.run(tasks, samples=samples, on_episode=lambda ep: progress.advance(bar))
+                sampler = assembly.sampler_spec(self.server, self.engine_name, self.model_path,
+                                                self._sampling(kind))
+            pool = assembly.policy_pool(self.cfg, policy.apply(self.base_spec), sampler, self.env)
+            held = self._pools[kind] = (policy, pool)
+        episodes = assembly.run_episodes(held[1], tasks, samples, kind)
         apply_group_policy(episodes, "keep", failed_reward=self.cfg.reward.failed_reward)
         if self.chat is not None:  # what the provider reported, at the configured prices
             for ep in episodes:
@@ -362,78 +187,26 @@ class PromptTrainer:
                 self.cost_usd += self.chat.cost_usd(usage.get("input_tokens", 0), usage.get("output_tokens", 0))
         return episodes
 
-    def close(self) -> None:
+    def release(self) -> None:
         for _, pool in self._pools.values():
             pool.close()
         self._pools.clear()
         if self.server is not None:
             self.server.close()
-        if self.metrics is not None:
-            self.metrics.close()
 
-    # -- budget ----------------------------------------------------------------------------------
-    def elapsed(self) -> float:
-        return self.elapsed_before + time.perf_counter() - self._t0
+    def tokens_usd(self) -> tuple[float, str]:
+        return self.cost_usd, self.chat.describe() if self.chat is not None else ""
 
-    def request_stop(self, reason: str) -> None:
-        self.stop_requested = reason
+    def before_steps(self) -> None:
+        super().before_steps()  # the base prompt
+        self.log(f"gate: {len(self.gate_tasks)} held-out tasks x {self.cfg.prompt.gate_samples}, "
+                 f"alpha {self.cfg.prompt.gate_alpha:g}, minimum effect {self.cfg.prompt.gate_min_effect:g}")
 
-    def stop_on_signals(self) -> None:
-        """SIGTERM: finish the step (its gates included), checkpoint, stop."""
-        import signal
-
-        signal.signal(signal.SIGTERM, lambda *_: self.request_stop("stopped by SIGTERM"))
-
-    def _budget_reason(self) -> str | None:
-        from ..loop import budget_reason
-
-        # checked between steps, as the other budgets: a step's gates may go past it
-        return budget_reason(self.cfg.run, self.step, self.elapsed(), self.stop_requested, tokens_usd=self.cost_usd,
-                             tokens_of=self.chat.describe() if self.chat is not None else "")
-
-    # -- the loop --------------------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
-        self._t0 = time.perf_counter()
-        (self.run_dir / "result.json").unlink(missing_ok=True)
-        try:
-            if self.val_tasks and self.cfg.validation.at_start and self.step == 0:
-                self.validate()  # the base prompt
-            self.log(f"gate: {len(self.gate_tasks)} held-out tasks x {self.cfg.prompt.gate_samples}, "
-                     f"alpha {self.cfg.prompt.gate_alpha:g}, minimum effect {self.cfg.prompt.gate_min_effect:g}")
-            while (reason := self._budget_reason()) is None:
-                self.train_step()
-                every = self.cfg.run.checkpoint_every
-                if every and self.step % every == 0:
-                    self.checkpoint()
-                if self.val_tasks and self.cfg.validation.every and self.step % self.cfg.validation.every == 0:
-                    self.validate()
-            self.log(f"stopping: {reason}")
-            if self._saved_step != self.step:
-                self.checkpoint()
-            if self.val_tasks and not self.stop_requested and not (self.validations
-                                                                   and self.validations[-1]["step"] == self.step):
-                self.validate()
-            from ...run.metrics import draw_plots
-
-            draw_plots(self.run_dir)
-            accepted = [h for h in self.policy.history if h["accepted"]]
-            result = {"steps": self.step, "stopped": reason, "stop_requested": bool(self.stop_requested),
-                      "policy": "prompt", "prompt_policy": self.policy.summary(),
-                      "candidates": len(self.policy.history), "accepted": accepted, "cost_usd": self.cost_usd}
-            if self.validations:
-                result["validation"] = {"first": self.validations[0], "last": self.validations[-1]}
-            self.log(self.history_table())
-            self.metrics.log_event({"event": "cancelled" if self.stop_requested else "completed", "step": self.step,
-                                    "stopped": reason})
-            atomic_write_text(self.run_dir / "result.json", json.dumps(result))
-            return result
-        except BaseException as e:
-            named = health.record_failure(e, self.run_dir, self.metrics, self.step)
-            if named is not None:
-                raise named from e
-            raise
-        finally:
-            self.close()
+    def summary(self) -> dict[str, Any]:
+        self.log(self.history_table())
+        accepted = [h for h in self.policy.history if h["accepted"]]
+        return {"policy": "prompt", "prompt_policy": self.policy.summary(), "candidates": len(self.policy.history),
+                "accepted": accepted, "cost_usd": self.cost_usd}
 
     def train_step(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -448,7 +221,7 @@ class PromptTrainer:
         with EpisodeWriter(self.run_dir / "episodes" / f"step_{step:06d}.jsonl") as w:
             for ep in episodes:
                 w.write(ep)
-        health.check_episode_failures(episodes, cfg.run.max_failed_share, step)
+        self.check_health(episodes, step)  # written first: nothing lost
         for warning in health.step_warnings(episodes, adv.all_equal_groups, adv.groups):
             self.log(f"warning: step {step}: {warning}")
             self.metrics.log_event({"event": "warning", "step": step, "warning": warning})
@@ -604,18 +377,8 @@ class PromptTrainer:
         with EpisodeWriter(self.run_dir / "episodes" / f"val_step_{self.step:06d}.jsonl") as w:
             for ep in episodes:
                 w.write(ep)
-        by_task: dict[str, list[Episode]] = {}
-        for ep in episodes:
-            by_task.setdefault(ep.task_id, []).append(ep)
-        p1 = float(np.mean([pass_at_k(len(e), sum(x.succeeded for x in e), 1) for e in by_task.values()]))
-        tools = tool_use_metrics(episodes)
-        rewards = [ep.reward for ep in episodes if ep.reward is not None]
-        m = {"step": self.step, "val_reward_mean": float(np.mean(rewards)) if rewards else None, "val_pass@1": p1,
-             **validation_sample(self.cfg, len(by_task), len(episodes)), "val_success_ci95": success_ci95(episodes),
-             "prompt_version": self.policy.version, **{f"val_{n}": v for n, v in tools.items()}}
-        summary = {"step": self.step, "pass@1": p1, "tool_call_rate": tools["tool_call_rate"],
-                   "episodes": len(episodes), "prompt_version": self.policy.version}
-        summary["figure"] = figure_text(validation_figure(m))
+        m = {**validation_metrics(self.cfg, self.step, episodes), "prompt_version": self.policy.version}
+        summary = {**validation_summary(m), "prompt_version": self.policy.version}
         first = self._first_val_episodes()
         if first is None:
             self._first_val = episodes
@@ -629,7 +392,7 @@ class PromptTrainer:
         self.validations.append(summary)
         against = summary.get("against_first")
         self.log(f"validation at step {self.step} (prompt v{self.policy.version}): {summary['figure']}  "
-                 f"tools {tools['tool_call_rate']:.2f}"
+                 f"tools {m['val_tool_call_rate']:.2f}"
                  + (f"  vs step {self.validations[0]['step']}: {against['mean_difference']:+.3f}, "
                     f"p = {against['p_value']:.4f}" if against else ""))
         return m

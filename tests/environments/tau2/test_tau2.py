@@ -17,10 +17,11 @@ from helpers import REPO, dry_run, qwen_call  # noqa: E402
 
 from agentboost.environments.tau2 import domain as td  # noqa: E402
 from agentboost.environments.tau2.evaluator import score  # noqa: E402
+from agentboost.environments.tau2.gold import gold_actions, gold_sample, replay_gold  # noqa: E402
 
 # Tasks per domain for the oracle comparisons (each scores 5 trajectories twice, two environments each).
 ORACLE_TASKS = 4
-# the domains with a slow replay and oracle comparison (30-90 s each on 2 cores; telecom's take seconds)
+# the domains with a slow oracle comparison (telecom's takes seconds)
 DOMAINS_SLOW_MARKED = [d if d == "telecom" else pytest.param(d, marks=pytest.mark.slow) for d in td.DOMAINS]
 
 
@@ -33,7 +34,7 @@ def _history(row):
 
 
 def _gold_calls(row, n=None):
-    actions = (row["evaluation_criteria"] or {}).get("actions") or []
+    actions = gold_actions(row)
     return actions if n is None else actions[:n]
 
 
@@ -148,21 +149,6 @@ def test_unknown_domain_and_split_are_named_errors():
         td.task_rows("airline", "dev")
 
 
-def _run_strands_tool(tool, call_id, arguments, invocation_state=None):
-    """One call through Strands' own tool path (input validation, context injection, result); an
-    agent's event loop puts itself (and the episode runner the task) in the invocation state."""
-    from strands.types.tools import ToolUse
-
-    async def go():
-        last = None
-        async for ev in tool.stream(ToolUse(toolUseId=call_id, name=tool.tool_name, input=arguments),
-                                    invocation_state or {"agent": None}):
-            last = ev
-        return last
-
-    return asyncio.run(go())
-
-
 def test_strands_tools_have_real_signatures_and_docstrings():
     import inspect
 
@@ -182,42 +168,17 @@ def test_strands_tools_have_real_signatures_and_docstrings():
     assert "tool_context" not in schema["properties"]
 
 
-@pytest.mark.parametrize("domain", DOMAINS_SLOW_MARKED)
+@pytest.mark.parametrize("domain", td.DOMAINS)
 def test_gold_replay_through_strands_tools_reproduces_tau2_hash(domain):
-    """Every task of the domain's base split: the gold actions called through the Strands tools an
-    agent spec gets (``episode_tools``: one set for all episodes, each episode's calls acting on its
-    own session, found by its agent and task) give the database hashes of tau2's own environment
-    replaying them."""
+    """A sample of the domain's base split whose gold actions call every tool that any task's do,
+    plus the longest gold runs (``gold_sample``): replayed through the Strands tools an agent spec
+    gets and through tau2's own environment, every database hash agrees (``replay_gold``).
+    ``benchmarks/tau2_gold_replay.py`` replays every task of every domain (30-90 s a domain here)."""
     rows = _rows(domain)
-    mod = td._domain_module(domain)
-    tools = {t.tool_name: t for t in td.episode_tools(domain)}
-    if td.new_environment(domain).user_tools is not None:
-        tools.update({t.tool_name: t for t in td.episode_tools(domain, "user")})
-    matched = 0
-    for n, row in enumerate(rows):
-        agent = type("Agent", (), {})()  # one per episode, as the session registry keys on it
-        s = td.session_of(agent, row)
-        state = {"agent": agent, "task": row}
-        task = td.task_from_row(row)
-        ref = mod.get_environment()  # tau2's own environment and replay
-        ref.set_state(task.initial_state.initialization_data if task.initial_state else None,
-                      task.initial_state.initialization_actions if task.initial_state else None,
-                      task.initial_state.message_history or [] if task.initial_state else [])
-        for i, a in enumerate(_gold_calls(row)):
-            result = _run_strands_tool(tools[a["name"]], f"g{i}", a["arguments"], state)
-            assert result["tool_result"]["status"] == "success", result
-            try:
-                ref.make_tool_call(a["name"], requestor=a.get("requestor", "assistant"), **a["arguments"])
-            except Exception:  # tau2's orchestrator records a failing call as an error and goes on; so
-                pass  # does this replay. Whether both agree is what the hash comparison below decides
-            ref.sync_tools()
-        assert s.env.get_db_hash() == ref.get_db_hash(), row["task_id"]
-        assert s.env.get_user_db_hash() == ref.get_user_db_hash(), row["task_id"]
-        if n < 5:  # and the trajectory the tools recorded replays on a fresh environment to the same state
-            again = td.initial_environment(row, history=_history(row) + s.messages)
-            assert again.get_db_hash() == s.env.get_db_hash()
-        matched += 1
-    assert matched == len(rows)
+    sample = gold_sample(rows)
+    every_tool = {a["name"] for r in rows for a in _gold_calls(r)}
+    assert {a["name"] for r in sample for a in _gold_calls(r)} == every_tool and len(sample) < len(rows) / 4
+    assert replay_gold(domain, sample) == []
 
 
 @pytest.mark.parametrize("domain", DOMAINS_SLOW_MARKED)
@@ -693,8 +654,8 @@ def test_the_tau2_example_scripts_configure_both_backends():
 
     script = REPO / "examples/tau2/train_tau2_with_strands.sh"
     local = dry_run(script, BACKEND="local")
-    assert local[:3] == ["agentboost", "train", str(REPO / "examples/tau2/config.yaml")]
-    cfg = load_config(local[2], local[3:], for_training=False)
+    assert local[:5] == [sys.executable, "-m", "agentboost.cli", "train", str(REPO / "examples/tau2/config.yaml")]
+    cfg = load_config(local[4], local[5:], for_training=False)
     assert cfg.env.conversation == CONVERSATION
     assert cfg.env.conversation_options["user"] == "completions" and cfg.env.conversation_options["system_prompt"] == "tau2"
     pytest.importorskip("verl")

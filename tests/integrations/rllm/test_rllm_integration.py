@@ -1,12 +1,14 @@
 """The rLLM path against a real rLLM@1fc3c4b and its veRL fork, where they are installed.
 
-CI has neither (rLLM is not on PyPI; its dependency set is a GPU stack), so these tests skip there
-with the reason below; docs/rllm.md, "What is verified where", gives the recipe for a
-CPU environment in which they run.
+rLLM is not on PyPI and declares a GPU stack; `bash setup.sh --rllm` builds a CPU environment with
+both (.venv-rllm, from ../shared/upstream; docs/rllm.md, "What is verified where"). Run from another
+interpreter, the suite runs this file there (test_rllm_environment.py); where there is none, the
+tests skip naming the install (and fail under CI=true, which builds it).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -15,28 +17,40 @@ from pathlib import Path
 
 import pytest
 import rllm_fakes as fakes
-from helpers import QWEN3_DIR, REPO, AppThread
+from helpers import QWEN3_DIR, REPO, AppThread, rllm_or_skip
 
 from agentboost.integrations.rllm import patcher as rp
 
-RECIPE = ("rLLM@1fc3c4b and its veRL fork are not installed here; see docs/rllm.md, "
-          "'What is verified where', for the environment these tests need")
+pytestmark = pytest.mark.integration
 
-pytestmark = [pytest.mark.integration, pytest.mark.skipif(importlib.util.find_spec("rllm") is None, reason=RECIPE)]
+
+@pytest.fixture(autouse=True, scope="module")
+def _rllm():
+    rllm_or_skip()
 
 
 @pytest.fixture
 def real_copy(tmp_path):
-    """Copies of the installed packages' target files (the real bytes), patched and reverted there
-    rather than in the user's environment."""
+    """Copies of the installed packages' target files (the real bytes; the kept originals too where
+    the installation is patched, and then reverted in the copy), patched and reverted there rather
+    than in the user's environment."""
     roots = rp.find_roots()
     copy = rp.Roots(rllm=tmp_path / "rllm_root", verl=tmp_path / "verl_root")
     for t in rp.TARGETS:
-        src, dst = roots.of(t.package) / t.relpath, copy.of(t.package) / t.relpath
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
+        for rel in (t.relpath, t.upstream_relpath):
+            src, dst = roots.of(t.package) / rel, copy.of(t.package) / rel
+            if src.exists():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dst)
         (copy.of(t.package) / t.package / "__init__.py").touch()
+    _revert_if_patched(copy)
     return roots, copy
+
+
+def _revert_if_patched(roots) -> None:
+    p = rp.Patcher(roots, out=lambda s: None)
+    if any(st.state != rp.ORIGINAL for st in p.status()):
+        assert p.revert() == 0
 
 
 def test_installed_files_are_the_known_versions(real_copy):
@@ -49,8 +63,6 @@ def test_installed_files_are_the_known_versions(real_copy):
 def test_patch_status_revert_on_the_real_files(real_copy, capsys):
     roots, copy = real_copy
     originals = {t.relpath: (copy.of(t.package) / t.relpath).read_bytes() for t in rp.TARGETS}
-    if any(b.startswith(rp.OVERRIDE_MARKER.encode()) for b in originals.values()):
-        pytest.skip("the installed rLLM is already patched; run `python apply_patches.py --revert` to test from scratch")
     args = ["--rllm-root", str(copy.rllm), "--verl-root", str(copy.verl)]
     assert rp.main(args + ["--status"]) == 0
     assert capsys.readouterr().out.count(rp.ORIGINAL) == 3
@@ -99,35 +111,69 @@ def test_stand_ins_match_the_real_interfaces():
 
 
 @pytest.mark.parametrize("cpu_smoke", [False, True])
-def test_example_overrides_compose_with_rllms_config(tmp_path, cpu_smoke):
-    """Every override of the example script is a key of rLLM's ppo_trainer config (or added with +),
-    with CPU_SMOKE=1's overrides too (printed by DRY_RUN=1: the run itself needs the data)."""
+def test_the_scripts_dry_run_validates_its_whole_configuration(tmp_path, cpu_smoke):
+    """``DRY_RUN=1`` prints the script's overrides (every one a key of rLLM's ppo_trainer config, or
+    added with +), then composes them and validates them as the run would
+    (agentboost/integrations/rllm/config.py), CPU_SMOKE=1's overrides too; a refused one is one line."""
     import os
     import subprocess
+    import sys
 
-    from hydra import compose, initialize_config_dir
+    from agentboost.integrations.rllm.config import compose_rllm_config
 
     script = str(REPO / "examples/deepcoder/train_deepcoder_with_strands_rllm.sh")
+    env = dict(os.environ, DRY_RUN="1", PYTHON=sys.executable)
     if cpu_smoke:
-        env = dict(os.environ, CPU_SMOKE="1", DRY_RUN="1", SMOKE_DIR=str(tmp_path))
-        args = subprocess.run(["bash", script], env=env, check=True, capture_output=True, text=True).stdout.splitlines()
-    else:
-        stub = tmp_path / "bin" / "python3"
-        stub.parent.mkdir()
-        stub.write_text(f"#!/bin/bash\nshift\nprintf '%s\\n' \"$@\" > {tmp_path}/args.txt\n")
-        stub.chmod(0o755)
-        env = dict(os.environ, PATH=f"{stub.parent}:{os.environ['PATH']}")
-        subprocess.run(["bash", script], env=env, check=True, capture_output=True)
-        args = (tmp_path / "args.txt").read_text().splitlines()
-    args = [a for a in args if a]
-    conf = Path(importlib.util.find_spec("rllm.trainer.config").submodule_search_locations[0])
-    with initialize_config_dir(config_dir=str(conf), version_base=None):
-        cfg = compose(config_name="ppo_trainer", overrides=args)
+        env.update(CPU_SMOKE="1", SMOKE_DIR=str(tmp_path))
+    extra = [] if cpu_smoke else ["actor_rollout_ref.rollout.no_such_key=1"]
+    for args in ([], extra) if extra else ([],):
+        r = subprocess.run(["bash", script, *args], env=env, capture_output=True, text=True, timeout=300)
+        if not args:
+            assert r.returncode == 0 and "pass its validation and agentboost's" in r.stderr, r.stderr[-3000:]
+            printed = [a for a in r.stdout.splitlines() if a]
+        else:  # refused, in one line naming the key, after the overrides
+            why = [line for line in r.stderr.splitlines() if line.startswith("rLLM config:")]
+            assert r.returncode == 1 and len(why) == 1 and "no_such_key" in why[0] and "Traceback" not in r.stderr, r.stderr
+    cfg = compose_rllm_config(printed)
     assert cfg.actor_rollout_ref.rollout.mode == "async" and cfg.agent.use_stepwise_advantage is False
     assert cfg.agent.engine_args.agentboost_workers_per_server == (1 if cpu_smoke else 4)
+    # Hydra's log and config go into the run's directory, not ./outputs
+    assert "hydra.run.dir=${trainer.default_local_dir}/hydra/${now:%Y-%m-%d_%H-%M-%S}" in printed
     if cpu_smoke:
         assert cfg.actor_rollout_ref.rollout.name == "agentboost_cpu" and cfg.agentboost.cpu is True
         assert cfg.trainer.n_gpus_per_node == 1 and cfg.trainer.total_training_steps == 3
+
+
+@pytest.mark.parametrize("override, why", [
+    ("actor_rollout_ref.actor.use_dynamic_bsz=False", "micro_batch_size_per_gpu"),  # the fork's own check
+    ("actor_rollout_ref.rollout.mode=sync", "actor_rollout_ref.rollout.mode must be async"),  # agentboost's engine
+    ("agent.use_stepwise_advantage=True", "agent.use_stepwise_advantage must be False"),
+    ("agentboost.reward=no_such_reward", "unknown reward 'no_such_reward'"),  # the agentboost block
+    ("+agentboost.tools=[no_such_module:tool]", "no_such_module"),
+])
+def test_rllm_config_validation_refuses_what_the_run_would(capsys, override, why):
+    from agentboost.integrations.rllm.config import main
+
+    printed = _printed_overrides()
+    assert main(list(printed)) == 0
+    capsys.readouterr()
+    assert main([*printed, override]) == 1
+    err = capsys.readouterr().err  # (the fork's validation prints its notices there too)
+    verdict = [line for line in err.splitlines() if line.startswith("rLLM config: ")]
+    assert len(verdict) == 1 and why in verdict[0] and "Traceback" not in err, err
+
+
+@functools.cache
+def _printed_overrides() -> tuple[str, ...]:
+    """The rLLM script's overrides as DRY_RUN=1 prints them, without its validation (run in-process
+    by the test instead): PYTHON=true makes the validation step a no-op."""
+    import subprocess
+
+    res = subprocess.run(["bash", str(REPO / "examples/deepcoder/train_deepcoder_with_strands_rllm.sh")],
+                         env={"PATH": "/usr/bin:/bin", "HOME": "/home/user", "DRY_RUN": "1", "PYTHON": "true"},
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    return tuple(a for a in res.stdout.splitlines() if a)
 
 
 # -- the patched engine, driven on CPU -------------------------------------------------------------
@@ -175,7 +221,7 @@ def patched_copy(tmp_path_factory):
     rllm_targets = tuple(t for t in rp.TARGETS if t.package == "rllm")
     p = rp.Patcher(rp.Roots(rllm=site, verl=roots.verl), targets=rllm_targets, out=lambda s: None)
     if any(p.status_of(t).state != rp.ORIGINAL for t in rllm_targets):
-        pytest.skip("the installed rLLM is patched already; revert it to compare with the original")
+        assert p.revert() == 0  # the installation is patched: its copy starts from the originals
     assert p.apply() == 0
     return roots, site
 

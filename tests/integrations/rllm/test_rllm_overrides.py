@@ -97,7 +97,9 @@ def test_overrides_extend_upstream_and_the_trainer_picks_them_up(mods):
     assert isinstance(a.StrandsRLLMAgent(), BaseAgent)
     env = a.StrandsRLLMEnv.from_dict({"question": "q", "strands_env": {"reward": "exact_answer"}})
     assert isinstance(env, BaseEnv) and env.task["question"] == "q" and env.task["task_id"].startswith("task-")
-    with pytest.raises(ValueError, match="agent.agent_args: unknown key"):
+    # agent_args are a configuration's agent section: the same schema, the same one-line errors
+    with pytest.raises(ValueError, match="agent.agent_args: unknown configuration key 'agent.tool'; did you mean "
+                                         "'agent.tools'"):
         a.StrandsRLLMAgent(tool=["x"])
     with pytest.raises(RuntimeError, match="apply_patches.py"):
         env.reset()  # rLLM's unpatched engine driving a Strands env says what to do

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from helpers import REPO, dry_run, dry_run_refused
+from helpers import REPO, dry_run, dry_run_refused, printed_overrides
 
 from agentboost.integrations.verl.config import compose_ppo_config, validate_ppo_config
 
@@ -42,21 +42,26 @@ def test_the_scripts_overrides_compose_with_verls_config_and_pass_its_validation
     # the whole episode fits the row veRL pads to
     assert spec.max_response_tokens <= rollout.response_length and entry["max_new_tokens"] <= rollout.response_length
     # a user's extra override wins, and a misspelt key is refused by Hydra
-    assert compose_ppo_config(dry_run(script, "actor_rollout_ref.rollout.n=4")).actor_rollout_ref.rollout.n == 4
-    # (the script's DRY_RUN itself refuses it, in one line, after printing the overrides)
-    printed, why = dry_run_refused(script, "actor_rollout_ref.rollout.no_such_key=1")
-    assert "Could not override 'actor_rollout_ref.rollout.no_such_key'" in why and "Traceback" not in why
+    assert compose_ppo_config(printed_overrides(script, "actor_rollout_ref.rollout.n=4")).actor_rollout_ref.rollout.n == 4
     with pytest.raises(Exception, match="no_such_key"):
-        compose_ppo_config(printed)
+        compose_ppo_config(printed_overrides(script, "actor_rollout_ref.rollout.no_such_key=1"))
+
+
+def test_the_scripts_dry_run_refuses_what_main_ppo_would_in_one_line():
+    # (both scripts' DRY_RUN is examples/verl_main_ppo.sh's: the math script's stands for both) the
+    # overrides first, then one line naming what veRL refused
+    printed, why = dry_run_refused(EXAMPLES["math"][0], "actor_rollout_ref.rollout.no_such_key=1")
+    assert printed[-1] == "actor_rollout_ref.rollout.no_such_key=1" and "Traceback" not in why
+    verdict = [line for line in why.splitlines() if line.startswith("veRL config:")]
+    assert len(verdict) == 1 and "Could not override 'actor_rollout_ref.rollout.no_such_key'" in verdict[0], why
 
 
 def test_validation_refuses_batch_sizes_the_gpus_cannot_split():
     # the check is live: 128 tasks x 8 episodes cannot be split over 7 GPUs without dynamic batches
-    printed, why = dry_run_refused(EXAMPLES["math"][0], "actor_rollout_ref.actor.use_dynamic_bsz=False",
-                                   "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
-                                   "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
-                                   "trainer.n_gpus_per_node=7")
-    assert "veRL config: AssertionError" in why  # the script's DRY_RUN refuses it too
+    printed = printed_overrides(EXAMPLES["math"][0], "actor_rollout_ref.actor.use_dynamic_bsz=False",
+                                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+                                "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+                                "trainer.n_gpus_per_node=7")
     with pytest.raises(AssertionError, match="real_train_batch_size"):
         validate_ppo_config(compose_ppo_config(printed))
 
@@ -96,7 +101,7 @@ def test_the_deepcoder_scripts_config_runs_its_agent_in_verls_worker(tmp_path, s
     assert res.returncode == 0, res.stderr[-2000:]
 
     # the script's own overrides, with the small model and the prepared data
-    cfg = compose_ppo_config(dry_run(EXAMPLES["deepcoder"][0], MODEL_PATH=str(smollm2_path), DATA_DIR=str(data)))
+    cfg = compose_ppo_config(printed_overrides(EXAMPLES["deepcoder"][0], MODEL_PATH=str(smollm2_path), DATA_DIR=str(data)))
     tok = AutoTokenizer.from_pretrained(str(smollm2_path))
     sum_code = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
 
@@ -136,21 +141,21 @@ def test_the_scripts_log_to_wandb_only_with_its_credentials(tmp_path, credential
     netrc.write_text("machine api.wandb.ai\n  login user\n  password k\n")
     env = {k: (str(netrc) if v == "NETRC_FILE" else v) for k, v in credentials.items()}
     # the veRL scripts (their overrides composed with veRL's config) ...
-    cfg = compose_ppo_config(dry_run(EXAMPLES["math"][0], **env))
+    cfg = compose_ppo_config(printed_overrides(EXAMPLES["math"][0], **env))
     assert list(cfg.trainer.logger) == logger
-    # (this interpreter's python3 first on PATH: DRY_RUN validates the overrides with veRL's config)
+    # (the note is loggers.sh's, before any Python: PYTHON=true skips DRY_RUN's validation)
     res = subprocess.run(["bash", str(EXAMPLES["deepcoder"][0])], capture_output=True, text=True, check=True,
-                         timeout=180, env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path),
+                         timeout=180, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHON": "true",
                                            "DRY_RUN": "1", **env})
     notes = [line for line in res.stderr.splitlines() if "W&B" in line]
     assert len(notes) == (0 if "wandb" in logger else 1)
-    # ... and the rLLM script (its main_ppo replaced by a stub that records the overrides)
+    # ... and the rLLM script (its python replaced by a stub that records the overrides)
     stub = tmp_path / "bin" / "python3"
     stub.parent.mkdir(exist_ok=True)
     stub.write_text(f"#!/bin/bash\nshift\nprintf '%s\\n' \"$@\" > {tmp_path}/args.txt\n")
     stub.chmod(0o755)
     subprocess.run(["bash", str(REPO / "examples/deepcoder/train_deepcoder_with_strands_rllm.sh")], check=True,
                    capture_output=True, timeout=60,
-                   env={"PATH": f"{stub.parent}:/usr/bin:/bin", "HOME": str(tmp_path), **env})
+                   env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHON": str(stub), **env})
     args = (tmp_path / "args.txt").read_text().splitlines()
     assert f"trainer.logger={json.dumps(logger, separators=(',', ':'))}" in args
