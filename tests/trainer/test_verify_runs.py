@@ -23,8 +23,9 @@ SHORT = ["run.steps=2", "data.tasks_per_step=2", "data.group_size=2", "sampling.
 def train_with_fault(tmp_path, fault: str, *overrides: str) -> subprocess.CompletedProcess:
     """``agentboost train`` with ``fault`` (Python run first, in the trainer's process) applied."""
     script = tmp_path / "faulty_train.py"
+    # the guard: the rollout workers are spawned processes that import this script again
     script.write_text(textwrap.dedent(fault) + "\nimport sys\nfrom agentboost.cli import main\n"
-                      "sys.exit(main(sys.argv[1:]))\n")
+                      "if __name__ == '__main__':\n    sys.exit(main(sys.argv[1:]))\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), *sys.path])}
     return subprocess.run([sys.executable, str(script), "train", SMOKE, *SHORT, *overrides,
                            "--run-dir", str(tmp_path / "run")],

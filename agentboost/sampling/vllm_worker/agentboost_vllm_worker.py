@@ -121,7 +121,10 @@ def _lora(model, manager, lora_id: int, seed: int) -> tuple[dict, list[str], str
     tensors, zero = {}, []
     dtype = None
     for mod_name, module in model.named_modules():
-        if not hasattr(module, "lora_a_stacked"):
+        if not isinstance(getattr(module, "lora_a_stacked", None), (tuple, list)):
+            # not a LoRA layer, or the embedding's (one tensor, not one per part), which vLLM wraps
+            # whatever the adapter targets: adapters on embeddings are fingerprinted on neither side
+            # (fingerprint.lora_factors reads peft's lora_A modules, which embeddings do not have)
             continue
         subs = _split_names(model, mod_name, len(module.lora_a_stacked))
         for i, sub in enumerate(subs):
