@@ -51,6 +51,9 @@ def episodes_on(sampler, tok, tasks, samples, cfg, seed):
                                       for t in tasks for k in range(samples)))
 
     eps = asyncio.run(go())
+    failed = [ep for ep in eps if not ep.calls]
+    if len(failed) == len(eps):  # nothing sampled: a figure of nothing would read as parity
+        raise SystemExit(f"no episode sampled a call: {failed[0].status}: {failed[0].error}")
     for ep in eps:
         ep.reward = 0.0  # rows need a reward; the parity does not look at it
     return [ep for ep in eps if ep.calls]

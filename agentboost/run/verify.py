@@ -129,6 +129,15 @@ class WeightLedger:
         return bool(r and r["match"])
 
 
+def _compared_digest(mine: dict, engine: dict) -> str | None:
+    """The engine's digest of the tensors the trainer's fingerprint names: equal to the trainer's
+    exactly when they match. (An engine may hold more: vLLM keeps a LoRA slot, zeros, for every
+    module it can adapt, which its own digest covers.)"""
+    if not engine.get("tensors"):
+        return engine.get("digest")
+    return fp.combined({n: engine["tensors"][n] for n in mine["tensors"] if n in engine["tensors"]})
+
+
 def verify_sync(server, model, version: int, sync: str, dtype: str, step: int, ledger: WeightLedger | None,
                 seed: int = 0) -> dict[str, Any]:
     """Compare the trainer's fingerprint of weight version ``version`` with the engine's; record it in
@@ -160,7 +169,7 @@ def verify_sync(server, model, version: int, sync: str, dtype: str, step: int, l
             problems += diff
     record = {"version": version, "step": step, "sync": sync, "kind": kind, "dtype": dtype, "seed": draw,
               "name": served.get("name"), "trainer_digest": mine["digest"],
-              "engine_digest": engine.get("digest"), "tensors": len(mine["tensors"]), "match": not problems,
+              "engine_digest": _compared_digest(mine, engine), "tensors": len(mine["tensors"]), "match": not problems,
               "problem": "; ".join(problems) or None, "time_s": round(time.perf_counter() - t0, 4)}
     if ledger is not None:
         ledger.add(record)

@@ -161,7 +161,8 @@ def test_smoke_run_updates_the_adapter_and_writes_everything(tmp_path, smollm2_p
     assert [(r["version"], r["sync"], r["match"]) for r in synced] == [(0, "hf-lora", True), (1, "hf-lora", True),
                                                                      (2, "hf-lora", True)]
     checked = cli("check", str(run))
-    assert checked.returncode == 0 and "versions=3 steps=2 episodes=10 " in checked.stdout, checked.stdout
+    episodes = sum(len(f.read_text().splitlines()) for f in (run / "episodes").glob("*.jsonl"))  # training + validation
+    assert checked.returncode == 0 and f"versions=3 steps=2 episodes={episodes} " in checked.stdout, checked.stdout
     assert (run / "checkpoints" / "latest").read_text() == "step_000002"
     assert (run / "checkpoints" / "step_000002" / "adapter" / "adapter_model.safetensors").is_file()
     assert (run / "plots" / "reward.png").is_file() and any((run / "tensorboard").iterdir())
