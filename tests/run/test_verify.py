@@ -128,3 +128,28 @@ def test_check_run_passes_a_verified_run_and_names_every_problem(tmp_path):
     assert verify.check_run(tmp_path / "bad", max_staleness=0)[0] == problems
     (bad / verify.LEDGER).unlink()
     assert "weights.jsonl: missing" in verify.check_run(bad)[0][0]
+
+
+def test_a_check_turned_off_says_so_and_checks_nothing(hf_server, smollm2_path, tmp_path):
+    from transformers import AutoTokenizer
+
+    from agentboost.run.config import TrainConfig
+    from agentboost.trainer.verify import StepVerifier
+
+    cfg = TrainConfig()
+    cfg.verify.weights = cfg.verify.logprob_parity = False
+    lines, events = [], []
+
+    class Metrics:
+        log_event = staticmethod(events.append)
+
+    verifier = StepVerifier(cfg, tmp_path, hf_server, "hf", hf_server.engine.model,
+                            AutoTokenizer.from_pretrained(str(smollm2_path)), log=lines.append,
+                            metrics=Metrics())
+    off = ["warning: verify.weights is off: weight syncs are not fingerprinted: nothing checks that the engine "
+           "serves the weights just trained",
+           "warning: verify.logprob_parity is off: the sampler's log-probs are not compared with the trainer's"]
+    assert lines == off and [("warning: " + e["warning"], e["step"]) for e in events] == [(x, 0) for x in off]
+    # a version the engine was never told about passes unchecked, and nothing is recorded
+    assert verifier.after_publish(7, 1) == {} and verifier.after_rollouts([], 1) == {}
+    assert not (tmp_path / "weights.jsonl").exists()
