@@ -68,32 +68,30 @@ class Synced:
         return self.verifier.after_publish(self.version, self.version)
 
 
-def start(smollm2_path, tmp_path_factory, marker, merge):
-    """A server marked with ``marker`` (one per server: each fixture checks that its own left no process)."""
+def serve(smollm2_path, tmp_path_factory, marker, merge):
+    """A server and its trainer side; the server's own marker, so that each fixture checks that its
+    server left no process behind."""
     from agentboost.sampling.vllm_server import VLLMPolicyServer
 
+    mark = f"{marker}_{'MERGED' if merge else 'ADAPTER'}"
     model, tok = policy_model(smollm2_path)
     server = VLLMPolicyServer(smollm2_path, workdir=tmp_path_factory.mktemp("vllm"), lora_rank=LORA_R,
                               merge_lora=merge, python=vllm_python_or_skip(), kv_cache_gib=1, max_model_len=1024,
-                              env={marker: "1"})
+                              env={mark: "1"})
     server.start()
-    return Synced(server, model, tok, tmp_path_factory.mktemp("run"))
+    yield Synced(server, model, tok, tmp_path_factory.mktemp("run"))
+    server.close()
+    assert wait_no_processes(mark, timeout=60) == []
 
 
 @pytest.fixture(scope="module")
 def adapter(smollm2_path, tmp_path_factory, marker):
-    synced = start(smollm2_path, tmp_path_factory, f"{marker}_ADAPTER", merge=False)
-    yield synced
-    synced.server.close()
-    assert wait_no_processes(f"{marker}_ADAPTER", timeout=60) == []
+    yield from serve(smollm2_path, tmp_path_factory, marker, merge=False)
 
 
 @pytest.fixture(scope="module")
 def merged(smollm2_path, tmp_path_factory, marker):
-    synced = start(smollm2_path, tmp_path_factory, f"{marker}_MERGED", merge=True)
-    yield synced
-    synced.server.close()
-    assert wait_no_processes(f"{marker}_MERGED", timeout=60) == []
+    yield from serve(smollm2_path, tmp_path_factory, marker, merge=True)
 
 
 def test_good_syncs_match_on_both_paths(adapter, merged):
