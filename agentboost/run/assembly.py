@@ -180,7 +180,26 @@ def start_policy_for_spec(spec: str, cfg: TrainConfig, seed: int, slots: int, ma
     name, server = start_policy(cfg, tokenizer_path, model=model, tokenizer=tok, seed=seed, slots=slots,
                                 max_batch=max_batch_size, engine=engine, lora_rank=lora_rank,
                                 full_weight_sync=trained and not lora_rank, weights_version=int(trained))
+    try:
+        server.identity = _verified_identity(spec, server, model, int(trained))
+    except BaseException:
+        server.close()
+        raise
     return name, server, desc, tokenizer_path, tok
+
+
+def _verified_identity(spec: str, server, model, version: int) -> dict:
+    """The engine holds the policy loaded here, and a run's checkpoint is what the run trained
+    (``run/verify.py``): ``serve`` answers with its digest."""
+    from .checkpoint import resolve_checkpoint, split_run_spec
+    from .verify import verify_served
+
+    run, checkpoint = split_run_spec(spec)
+    step = None
+    if version:
+        name = resolve_checkpoint(Path(run), checkpoint).name
+        step = int(name.rsplit("_", 1)[1]) if name.startswith("step_") else None
+    return verify_served(server, model, version, run_dir=run if version else None, checkpoint_step=step)
 
 
 # -- how workers sample it, and the pool they run in -----------------------------------------------

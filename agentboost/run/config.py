@@ -315,6 +315,27 @@ class RolloutConfig:
 
 
 @dataclass
+class VerifyConfig:
+    """That the policy served is the policy trained: weight fingerprints, log-prob parity.
+
+    The checks are in run/verify.py and trainer/verify.py; docs/verification.md."""
+    weights: bool = option(True, help="fingerprint every weight sync: the engine's weights against the trainer's, and "
+                                      "every sampled call's weight version against the versions synced; a difference "
+                                      "stops the run")
+    logprob_parity: bool = option(True, help="before each update, recompute a sample of the step's sampled tokens with "
+                                             "the trainer and compare the log-probs with the sampler's; a mean or "
+                                             "99th-percentile |diff| above its bound stops the run")
+    parity_tokens: int = option(1024, bounds=AT_LEAST_1,
+                                help="tokens of forward pass per step for the parity sample (whole rows, at random)")
+    parity_mean_bound: float = option(0.0, bounds=AT_LEAST_0,
+                                      help="the bound on the mean |diff| (nats); 0: the measured default for the "
+                                           "engine and dtype (docs/verification.md)")
+    parity_p99_bound: float = option(0.0, bounds=AT_LEAST_0,
+                                     help="the bound on the 99th percentile |diff| (nats); 0: the measured default "
+                                          "for the engine and dtype")
+
+
+@dataclass
 class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -330,6 +351,7 @@ class TrainConfig:
     run: RunConfig = field(default_factory=RunConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    verify: VerifyConfig = field(default_factory=VerifyConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -148,6 +148,7 @@ class CompletionsServer(BackgroundServer):
         # which trained weights the engine serves, where the trainer says (the rLLM path's CPU
         # rollout, integrations/rllm/cpu.py): reported in every response, recorded on every call
         self.weight_version: int | None = None
+        self.weight_fingerprint: str | None = None  # the verified digest of those weights (run/verify.py)
         # the prompt comes as token ids, ~7 bytes each in JSON: aiohttp's default 1 MiB would refuse
         # a 150k-token agent context; the model's own context limit is what bounds a prompt
         self.app = web.Application(client_max_size=MAX_REQUEST_BYTES)
@@ -208,6 +209,8 @@ class CompletionsServer(BackgroundServer):
             out["weight_version"] = res.weight_version
         elif self.weight_version is not None:
             out["weight_version"] = self.weight_version
+        if self.weight_fingerprint is not None:
+            out["weight_fingerprint"] = self.weight_fingerprint
         return web.json_response(out)
 
     def _pinned_version(self, model: Any) -> int | None:

@@ -186,7 +186,8 @@ class HFEngine:
         with self._versions_lock:
             return sorted(self._versions)
 
-    def _model_for(self, version: int | None):
+    def model_for(self, version: int | None):
+        """The model that samples ``version``: its published snapshot (None: the live model)."""
         if version is None:
             return self.model
         with self._versions_lock:
@@ -201,7 +202,7 @@ class HFEngine:
         if self._closed:
             raise SamplerError("the local engine is closed")
         if version is not None:
-            self._model_for(version)  # an unknown version fails now, not in a batch
+            self.model_for(version)  # an unknown version fails now, not in a batch
         if not prompt_ids:
             raise SamplerError("empty prompt")
         if self.max_context and len(prompt_ids) >= self.max_context:
@@ -311,7 +312,7 @@ class HFEngine:
 
         params = batch[0].params
         version = batch[0].version
-        model = self._model_for(version)
+        model = self.model_for(version)
         stop_ids = sorted({self.eos_token_id, *params.stop_token_ids})
         limits = []
         for r in batch:

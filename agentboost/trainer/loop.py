@@ -38,6 +38,7 @@ from ..tasks import load_tasks
 from . import batch as batching
 from . import loss as losses
 from .async_rollouts import AsyncRollouts, staleness_metrics
+from .verify import StepVerifier
 
 
 class Trainer(RunLifecycle):
@@ -56,6 +57,15 @@ class Trainer(RunLifecycle):
         self.best: dict[str, Any] | None = None  # the checkpoint validation picked so far (checkpoints/best.json)
         self.policy_server = self.pool = self.val_pool = None
         super().__init__(cfg, run_dir, resume, log)
+        try:
+            # the served policy is the trained one: checked after every publish and every step's rollouts
+            self.verifier = StepVerifier(self.cfg, self.run_dir, self.policy_server, self.engine_name, self.model,
+                                         self.tokenizer, self.log, self.metrics,
+                                         resume_step=self.step if resume else None)
+            self.verifier.after_publish(self.step, self.step)
+        except BaseException:
+            self.close()  # the policy server and the worker pools are already running
+            raise
 
     def prepare(self) -> tuple[list[dict], list[dict]]:
         cfg = self.cfg
@@ -79,7 +89,7 @@ class Trainer(RunLifecycle):
         self.elapsed_before = state.get("elapsed_s", 0.0)
         self.warm_started = bool(state.get("warm_started", False))
         self.log(f"resumed {self.run_dir} at step {self.step} from {ckpt.name}")
-        if self.engine_name == "vllm" and (self.step > 0 or self.warm_started):  # it started with the base weights
+        if self.engine_name == "hf" or self.step > 0 or self.warm_started:  # vLLM started with the base weights
             self.policy_server.publish(self.model, self.step)
         return ckpt.name, skipped
 
@@ -153,6 +163,7 @@ class Trainer(RunLifecycle):
         """Serve the weights as they are now as ``version`` (asynchronous training), keeping the
         K + 1 newest versions: the oldest an admitted step may still be running on."""
         self.hf_engine.publish_version(version, self.model, keep=self.cfg.rollout.max_staleness + 1)
+        self.policy_server.publish(self.model, version)  # the version unpinned answers (validation) report
         self.served_version = version
 
     def after_steps(self) -> None:
@@ -193,8 +204,8 @@ class Trainer(RunLifecycle):
                                  assembly.environment(self.cfg), self.model_path, self.run_dir, log=self.log)
         self.warm_started = True
         self.metrics.log_event({"event": "warm_start", "step": 0, **res})
-        if self.engine_name == "vllm":  # the vLLM server samples the warm-started weights from the first step
-            self.policy_server.publish(self.model, 0)
+        self.policy_server.publish(self.model, 0)  # vLLM samples the warm-started weights from the first step
+        self.verifier.after_publish(0, 0)
         self.checkpoint()
         return res
 
@@ -236,6 +247,7 @@ class Trainer(RunLifecycle):
         for warning in health.step_warnings(episodes, adv.all_equal_groups, adv.groups):
             self.log(f"warning: step {self.step + 1}: {warning}")
             self.metrics.log_event({"event": "warning", "step": self.step + 1, "warning": warning})
+        verified = self.verifier.after_rollouts(episodes, self.step + 1)  # before anything trains on them
         t_up = time.perf_counter()
         update = self.update(rows) if rows else {"loss": 0.0, "grad_norm": 0.0, "pg_clipfrac": 0.0, "ppo_kl": 0.0,
                                                   "kl": 0.0, "trained_tokens": 0}
@@ -245,11 +257,13 @@ class Trainer(RunLifecycle):
             t_pub = time.perf_counter()
             self.publish(self.step)
             sync_s = time.perf_counter() - t_pub
+            verified.update(self.verifier.after_publish(self.step, self.step))
             self.rollouts.admit(self.step)  # the steps these weights allow start now, before the logging
-        elif self.engine_name == "vllm" and rows:
-            # the next step samples with these weights: a new LoRA adapter (or reloaded weights)
+        elif rows:
+            # the next step samples with these weights: a new LoRA adapter (or reloaded weights) on vLLM
             self.policy_server.publish(self.model, self.step)
             sync_s = self.policy_server.last_sync_s
+            verified.update(self.verifier.after_publish(self.step, self.step))
         t_update = time.perf_counter() - t_up
         rewards = [ep.reward for ep in episodes if ep.reward is not None]
         statuses = Counter(ep.status for ep in episodes)
@@ -273,6 +287,7 @@ class Trainer(RunLifecycle):
             **(staleness_metrics(stale) if self.rollouts is not None else {}),
             **(_sampler_metrics(engine_before, self.hf_engine.stats) if self.hf_engine is not None else {}),
             "time_weight_sync_s": sync_s,
+            **verified,
             "time_rollout_s": t_roll,
             "time_reward_s": sum(ep.timings.get("reward_s", 0.0) for ep in episodes),
             "time_update_s": t_update,
@@ -414,6 +429,7 @@ class Trainer(RunLifecycle):
         k = self.cfg.validation.k
         episodes = assembly.run_episodes(self.val_pool, self.val_tasks, k, "validation")
         apply_group_policy(episodes, "keep", failed_reward=self.cfg.reward.failed_reward)
+        self.verifier.check_calls(episodes, self.step)
         self._last_validation = episodes  # the final one is compare_to_base's trained side
         with EpisodeWriter(self.run_dir / "episodes" / f"val_step_{self.step:06d}.jsonl") as w:
             for ep in episodes:
