@@ -110,4 +110,10 @@ def sent_fingerprint(weights: dict[str, torch.Tensor], version: int | None, dtyp
     from ..models import fingerprint as fp
     from ..run.verify import fingerprint_seed
 
+    # tied embeddings: the sender's gathered state dict holds lm_head.weight as a copy of the
+    # embedding, the serving model one tensor under the embedding's name (of_tensors counts a tied
+    # tensor once): fingerprint what the replica will hold
+    head, embed = weights.get("lm_head.weight"), weights.get("model.embed_tokens.weight")
+    if head is not None and embed is not None and head.shape == embed.shape and torch.equal(head, embed):
+        weights = {k: v for k, v in weights.items() if k != "lm_head.weight"}
     return fp.of_tensors(weights.items(), dtype, fingerprint_seed(int(version or 0)))
