@@ -266,6 +266,6 @@ def direct_backend(tokenizer):
         if (backend.encode(_PROBE, add_special_tokens=False).ids != ids
                 or backend.decode(ids, skip_special_tokens=False) != tokenizer.decode(ids, skip_special_tokens=False)):
             return None
-    except Exception:
+    except Exception:  # any tokenizer the probe cannot run on keeps the slow path, which is always right
         return None
     return backend
