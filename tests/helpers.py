@@ -313,6 +313,12 @@ def length_reward(task, episode):
     return -len(episode.final_answer or "") / 100.0
 
 
+def constant_reward(task, episode):
+    """A reward that is the same for every episode (``reward.name=helpers:constant_reward``): every
+    group is all-equal, so no step trains on anything (the parity gate's recomputed sample is tested with it)."""
+    return 0.5
+
+
 def broken_reward(task, episode):
     """A reward that cannot score anything (``reward.name=helpers:broken_reward``): every episode errors."""
     raise RuntimeError("this reward is broken")

@@ -322,11 +322,12 @@ class VerifyConfig:
     weights: bool = option(True, help="fingerprint every weight sync: the engine's weights against the trainer's, and "
                                       "every sampled call's weight version against the versions synced; a difference "
                                       "stops the run")
-    logprob_parity: bool = option(True, help="before each update, recompute a sample of the step's sampled tokens with "
-                                             "the trainer and compare the log-probs with the sampler's; a mean or "
-                                             "99th-percentile |diff| above its bound stops the run")
+    logprob_parity: bool = option(True, help="compare the sampler's log-probs of each step's sampled tokens with the "
+                                             "trainer's, read from the update's first forward pass before the optimizer "
+                                             "steps; a mean or 99th-percentile |diff| above its bound stops the run")
     parity_tokens: int = option(1024, bounds=AT_LEAST_1,
-                                help="tokens of forward pass per step for the parity sample (whole rows, at random)")
+                                help="tokens of forward pass recomputed for the parity sample on a step whose update "
+                                     "has no tokens of the current version to read (whole rows, at random)")
     parity_mean_bound: float = option(0.0, bounds=AT_LEAST_0,
                                       help="the bound on the mean |diff| (nats); 0: the measured default for the "
                                            "engine and dtype (docs/verification.md)")

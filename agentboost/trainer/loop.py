@@ -247,10 +247,11 @@ class Trainer(RunLifecycle):
         for warning in health.step_warnings(episodes, adv.all_equal_groups, adv.groups):
             self.log(f"warning: step {self.step + 1}: {warning}")
             self.metrics.log_event({"event": "warning", "step": self.step + 1, "warning": warning})
-        verified = self.verifier.after_rollouts(episodes, self.step + 1)  # before anything trains on them
+        verified = self.verifier.after_rollouts(episodes, self.step + 1, rows)  # before anything trains on them
         t_up = time.perf_counter()
-        update = self.update(rows) if rows else {"loss": 0.0, "grad_norm": 0.0, "pg_clipfrac": 0.0, "ppo_kl": 0.0,
-                                                  "kl": 0.0, "trained_tokens": 0}
+        update = self.update(rows, self.verifier.probe) if rows else {
+            "loss": 0.0, "grad_norm": 0.0, "pg_clipfrac": 0.0, "ppo_kl": 0.0, "kl": 0.0, "trained_tokens": 0}
+        verified.update(self.verifier.parity_figures())
         self.step += 1
         sync_s = 0.0
         if self.rollouts is not None:
@@ -324,7 +325,9 @@ class Trainer(RunLifecycle):
                                f"rollout.max_staleness={self.cfg.rollout.max_staleness}: the admission control failed")
         return stale
 
-    def update(self, rows: list[batching.TrainRow]) -> dict[str, Any]:
+    def update(self, rows: list[batching.TrainRow], parity=None) -> dict[str, Any]:
+        """One step's PPO update of ``rows``. ``parity`` (the verifier's ``ParityProbe``) reads the
+        first pass's log-probs, or the correction's, and is checked before the optimizer's first step."""
         cfg = self.cfg
         a = cfg.algorithm
         actor = losses.actor_config(a.clip_ratio_low, a.clip_ratio_high, a.clip_ratio_c, a.loss_agg_mode, a.policy_loss)
@@ -334,18 +337,20 @@ class Trainer(RunLifecycle):
         padded = [batching.pad_batch(mb, pad, device=device) for mb in batches]
         total_rows = len(rows)
         stats = Counter()
-        correction = self._off_policy_correction(padded) if cfg.rollout.max_staleness > 0 else {}
+        correction = self._off_policy_correction(batches, padded, parity) if cfg.rollout.max_staleness > 0 else {}
         # no sampling from the live model while the weights change; asynchronous training samples
         # only published snapshots, so its episodes go on during the update
         lock = self.policy_server.weights_lock if self.rollouts is None else contextlib.nullcontext()
         with lock:
             self.model.train()
-            for _ in range(cfg.optim.updates_per_step):
+            for n_pass in range(cfg.optim.updates_per_step):
                 self.optimizer.zero_grad(set_to_none=True)
                 pass_loss = 0.0
                 for mb, batch in zip(batches, padded):
                     logp = losses.token_logprobs(self.model, batch, cfg.sampling.temperature,
                                                  checkpoint_layers=cfg.optim.gradient_checkpointing)
+                    if parity is not None and n_pass == 0:
+                        parity.observe(mb, batch, logp)  # the weights that sampled them: nothing stepped yet
                     loss, pg = losses.policy_loss(logp, batch, actor)
                     kl_value = 0.0
                     if cfg.algorithm.kl_coef > 0:
@@ -368,6 +373,8 @@ class Trainer(RunLifecycle):
                     stats["ppo_kl"] += float(pg.get("actor/ppo_kl", 0.0)) * share
                     stats["kl"] += kl_value * share
                     stats["trained_tokens"] += int(batch["response_mask"].sum())
+                if parity is not None:
+                    parity.check()  # the sampler's log-probs against these: the run stops before training on a mismatch
                 params = [p for p in self.model.parameters() if p.requires_grad]
                 grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
                 stats["grad_norm"] = float(grad_norm)
@@ -382,7 +389,8 @@ class Trainer(RunLifecycle):
                 "micro_batches": len(batches), **correction}
 
     @torch.no_grad()
-    def _off_policy_correction(self, padded: list[dict[str, Any]]) -> dict[str, float]:
+    def _off_policy_correction(self, batches: list[list[batching.TrainRow]], padded: list[dict[str, Any]],
+                               parity=None) -> dict[str, float]:
         """Decoupled PPO with a token-level truncated importance weight, veRL's ``rollout_is_weights``
         on its registered loss: the episodes were sampled by older weights (the behaviour policy,
         whose log-probs the sampler recorded), so the clip is taken around the weights this update
@@ -390,12 +398,15 @@ class Trainer(RunLifecycle):
         and each token's loss is weighted by min(proximal / behaviour, ``algorithm.importance_cap``).
         Clipping around the stale sampler's log-probs instead would start each update with ratios
         already far from 1 and clip most of its tokens' gradient away. Changes each batch in place;
-        returns the importance ratios' figures."""
+        returns the importance ratios' figures. ``parity`` reads the proximal log-probs of the rows
+        sampled from these very weights (the only ones a parity bound applies to) and is checked here."""
         cap = self.cfg.algorithm.importance_cap
         ratios, truncated, tokens, top = 0.0, 0.0, 0.0, 0.0
-        for batch in padded:
+        for mb, batch in zip(batches, padded):
             mask = batch["response_mask"]
             proximal = losses.token_logprobs(self.model, batch, self.cfg.sampling.temperature, checkpoint_layers=False)
+            if parity is not None:
+                parity.observe(mb, batch, proximal)
             ratio = torch.exp((proximal - batch["old_log_prob"]) * mask)  # 1 off the mask
             batch["rollout_is_weights"] = ratio.clamp(max=cap) * mask
             batch["old_log_prob"] = proximal * mask
@@ -403,6 +414,8 @@ class Trainer(RunLifecycle):
             truncated += float(((ratio > cap).float() * mask).sum())
             tokens += float(mask.sum())
             top = max(top, float((ratio * mask).max()))
+        if parity is not None:
+            parity.check()
         return {"importance_ratio_mean": ratios / max(tokens, 1.0), "importance_ratio_max": top,
                 "importance_truncated_frac": truncated / max(tokens, 1.0)}
 

@@ -83,6 +83,10 @@ def test_staleness_one_pins_each_episode_to_one_version_within_the_bound(tmp_pat
         if m["trained_tokens"]:  # the correction's figures, on whenever K > 0
             assert m["importance_ratio_mean"] > 0 and 0 <= m["importance_truncated_frac"] <= 1
             assert 0 <= m["pg_clipfrac"] <= 1
+        if m.get("parity_source") == "correction":  # the proximal pass, on the current version's rows only
+            assert 0 < m["parity_tokens"] <= m["trained_tokens"] and m["parity_mean_abs_diff"] < m["parity_mean_bound"]
+    # every step but the first samples some episodes from the weights the update starts from
+    assert [m.get("parity_source") for m in metrics].count("correction") >= 1, [m.get("parity_source") for m in metrics]
 
 
 def test_the_engine_serves_published_versions_side_by_side(smollm2_path):

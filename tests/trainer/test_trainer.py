@@ -157,6 +157,8 @@ def test_smoke_run_updates_the_adapter_and_writes_everything(tmp_path, smollm2_p
         assert m["weights_version"] == m["step"] and len(m["weights_fingerprint"]) == 16
         assert m["parity_tokens"] > 0 and m["parity_mean_abs_diff"] < m["parity_mean_bound"]
         assert m["parity_p99_abs_diff"] < m["parity_p99_bound"]
+        # read from the update's own first pass: every token it trained on, no forward pass of its own
+        assert m["parity_source"] == "update" and m["parity_tokens"] == m["trained_tokens"]
     synced = [json.loads(line) for line in (run / "weights.jsonl").read_text().splitlines()]
     assert [(r["version"], r["sync"], r["match"]) for r in synced] == [(0, "hf-lora", True), (1, "hf-lora", True),
                                                                      (2, "hf-lora", True)]

@@ -59,7 +59,10 @@ def test_a_version_the_hf_engine_never_moved_to_stops_the_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_sampler_log_probs_that_drift_from_the_trainers_stop_the_run_with_the_figures(tmp_path):
+@pytest.mark.parametrize("source, reward", [("update", "helpers:length_reward"), ("sample", "helpers:constant_reward")])
+def test_sampler_log_probs_that_drift_from_the_trainers_stop_the_run_with_the_figures(tmp_path, source, reward):
+    # update: read from the update's first pass, before its optimizer step; sample: a step with nothing
+    # to train on (every group all-equal) recomputes a sample of its rows instead
     line = one_line_failure(train_with_fault(tmp_path, """
         from agentboost.sampling.hf_engine import HFEngine
         run_batch = HFEngine._run_batch
@@ -69,13 +72,14 @@ def test_sampler_log_probs_that_drift_from_the_trainers_stop_the_run_with_the_fi
                 r.logprobs = [x - 0.5 for x in r.logprobs]
             return results
         HFEngine._run_batch = drifted
-    """))
+    """, f"reward.name={reward}"))
     assert line.startswith("agentboost train: run failed: LogprobParityFailed: step 1: the sampler's log-probs "
                            "differ from the trainer's (hf engine, float32, version 0): mean |Δ| 0.5 > 0.001, "
                            "p99 |Δ| 0.5 > 0.01 (max |Δ| 0.5 over "), line
     events = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     parity = next(e for e in events if e["event"] == "parity")
     assert parity["step"] == 1 and parity["parity_tokens"] > 0 and abs(parity["parity_mean_abs_diff"] - 0.5) < 1e-3
+    assert parity["parity_source"] == source
     assert not (tmp_path / "run" / "metrics.jsonl").read_text().strip()  # the step never trained
 
 
