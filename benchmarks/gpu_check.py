@@ -262,7 +262,7 @@ def section_update(device: str, dry_run: bool) -> dict:
         # the trainer's own update, on a stand-in holding only what update() reads
         state = types.SimpleNamespace(cfg=cfg, tokenizer=tok, model=model, optimizer=opt, step=0,
                                       scheduler=torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0),
-                                      policy_server=types.SimpleNamespace(weights_lock=threading.Lock()))
+                                      policy_server=types.SimpleNamespace(weights_lock=threading.Lock()), rollouts=None)
         g = torch.Generator().manual_seed(0)
         vocab = model.config.vocab_size
         rows = []

@@ -240,6 +240,23 @@ class RayWatch:
 
 
 @contextlib.contextmanager
+def one_ray_smoke_at_a_time():
+    """Held while a CPU smoke runs a Ray cluster (veRL's main_ppo, rLLM's AgentTrainer): two at once,
+    on two xdist workers, once left the second with "Total available GPUs 0" (a cluster's one logical
+    GPU taken by the other run); they wait for each other instead. A file lock: it is released if
+    the holder dies."""
+    import fcntl
+    import tempfile
+
+    with open(Path(tempfile.gettempdir()) / "agentboost-ray-smoke.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
 def shared_by_workers(directory: Path, start, stop):
     """A server that the processes of one test run share (its xdist workers, or the one process
     without xdist): the first to ask starts it (``start()`` -> (handle, url)) and owns it; the
@@ -294,6 +311,12 @@ def length_reward(task, episode):
     """A reward for the training tests (``reward.name=helpers:length_reward``): continuous, so no
     group is ever all-equal and every smoke step updates the policy."""
     return -len(episode.final_answer or "") / 100.0
+
+
+def constant_reward(task, episode):
+    """A reward that is the same for every episode (``reward.name=helpers:constant_reward``): every
+    group is all-equal, so no step trains on anything (the parity gate's recomputed sample is tested with it)."""
+    return 0.5
 
 
 def broken_reward(task, episode):

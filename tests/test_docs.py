@@ -6,8 +6,10 @@ first line; those are listed, never silently passed over."""
 
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -43,8 +45,14 @@ def test_every_page_is_in_the_readme_index():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
-def test_every_command_in_docs_runs(page, tmp_path, request):
+def test_every_command_in_docs_runs(page, request):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    # the pages' `mktemp -d` lands in a directory removed when the page is done (a served model copy and
+    # its run are ~0.5 GB a page: left in /tmp, every suite run added gigabytes there); a short path of
+    # its own, not pytest's deep tmp_path, since vLLM puts its ZMQ sockets there (108-byte path limit)
+    scratch = tempfile.mkdtemp(prefix="doc")
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
+    env["TMPDIR"] = scratch
     if ".venv-rllm/bin/python" in page.read_text(encoding="utf-8"):
         from helpers import rllm_or_skip, rllm_python
 

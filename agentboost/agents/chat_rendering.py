@@ -91,6 +91,10 @@ class ChatRenderer:
         self.turn_end = turn_end_token or tokenizer.eos_token
         self.turn_end_id = tokenizer.convert_tokens_to_ids(self.turn_end)
         self.supports_tools = self._detect_tool_support()
+        self._direct = direct_backend(tokenizer)
+        # a conversation's head (up to its first end of turn: the system turn, the same in every
+        # episode of a run) -> its ids, _SEEN_ONCE, or _NOT_SPLIT (encoding it apart changed the tokens)
+        self._heads: dict[str, Any] = {}
 
     def _detect_tool_support(self) -> bool:
         probe = [{"role": "user", "content": "hi"}]
@@ -186,7 +190,82 @@ class ChatRenderer:
         return with_prompt[len(without):] if with_prompt.startswith(without) else ""
 
     def encode(self, text: str) -> list[int]:
+        direct = self._direct
+        if direct is not None and direct.encode_special_tokens == self.tokenizer.split_special_tokens:
+            return direct.encode(text, add_special_tokens=False).ids
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    def encode_conversation(self, text: str) -> list[int]:
+        """The ids of a whole rendered conversation, with its head (everything up to and including
+        its first end-of-turn token: the system turn with the tool specifications, hundreds of tokens
+        that every episode of a run starts with) encoded once per renderer. The rest is encoded on
+        its own, as every later call's new messages are (``TrainableModel``): a split right after a
+        special token. The second time a head is seen (a head seen once, e.g. a task's own first
+        turn, costs nothing extra), the split is checked against encoding the whole text; where
+        they differ (a tokenizer whose pre-tokenizer treats the first piece of a text apart), that
+        head is never split."""
+        end = text.find(self.turn_end)
+        if end < 0:
+            return self.encode(text)
+        cut = end + len(self.turn_end)
+        head = text[:cut]
+        ids = self._heads.pop(head, None)
+        if ids is _SEEN_ONCE:
+            whole = self.encode(text)
+            ids = self.encode(head)
+            if ids + self.encode(text[cut:]) != whole:
+                ids = _NOT_SPLIT
+        elif ids is None:
+            ids = _SEEN_ONCE
+            whole = self.encode(text)
+        else:
+            whole = self.encode(text) if ids is _NOT_SPLIT else ids + self.encode(text[cut:])
+        self._heads[head] = ids  # the most recently used last
+        if len(self._heads) > MAX_CACHED_HEADS:
+            self._heads.pop(next(iter(self._heads)))
+        return whole
+
     def decode(self, ids: list[int]) -> str:
+        if self._direct is not None:
+            return self._direct.decode(ids, skip_special_tokens=False)
         return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+
+MAX_CACHED_HEADS = 64  # distinct conversation heads a renderer keeps (least recently used out first)
+_SEEN_ONCE = object()
+_NOT_SPLIT = object()
+
+_PROBE = ("<|im_start|>system\nTools: {\"a\": [1, 2]}<|im_end|>\n<|im_start|>user\n  What is 17 + 25?\t\n"
+          "é ü 你好 🙂<tool_call>\n{\"name\": \"add\"}\n</tool_call><|im_end|>\n<|endoftext|><think>x</think>")
+
+
+def direct_backend(tokenizer):
+    """The Rust tokenizer behind a fast tokenizer, where calling it directly gives exactly what the
+    tokenizer's own ``__call__(text, add_special_tokens=False)`` and ``decode(ids,
+    skip_special_tokens=False)`` give; None where it may not (a tokenizer class that overrides
+    them, truncation or padding set on the backend, decoding that cleans up spaces). The wrapper's
+    own Python (argument handling, batching one text, ``BatchEncoding``, converting every id)
+    cost more than the encoding itself on every model call of an episode (``benchmarks/rollout_scale.py``).
+    A probe text is checked both ways before the backend is used."""
+    try:
+        from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+    except ImportError:  # another transformers: always through the tokenizer
+        return None
+    backend = getattr(tokenizer, "_tokenizer", None)
+    cls = type(tokenizer)
+    if (not isinstance(tokenizer, TokenizersBackend) or backend is None
+            or cls.__call__ is not PreTrainedTokenizerBase.__call__
+            or cls._encode_plus is not TokenizersBackend._encode_plus
+            or cls.decode is not PreTrainedTokenizerBase.decode or cls._decode is not TokenizersBackend._decode
+            or backend.truncation is not None or backend.padding is not None
+            or getattr(tokenizer, "clean_up_tokenization_spaces", False) and type(backend.model).__name__ != "BPE"):
+        return None
+    try:
+        ids = list(tokenizer(_PROBE, add_special_tokens=False)["input_ids"])
+        if (backend.encode(_PROBE, add_special_tokens=False).ids != ids
+                or backend.decode(ids, skip_special_tokens=False) != tokenizer.decode(ids, skip_special_tokens=False)):
+            return None
+    except Exception:  # any tokenizer the probe cannot run on keeps the slow path, which is always right
+        return None
+    return backend

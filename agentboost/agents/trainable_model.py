@@ -39,7 +39,7 @@ from typing import Any, AsyncGenerator, AsyncIterable, TypeVar
 from pydantic import BaseModel
 from strands.models import Model
 
-from ..episodes.record import ModelCall, SplitReason
+from ..episodes.record import ModelCall, SplitReason, plain_copy
 from ..reasoning import (
     THINK,
     UNTERMINATED_REASONING,
@@ -197,8 +197,9 @@ class TrainableModel(Model):
         # Strands changes its message list in place as the agent goes on: kept as a copy. A caller
         # whose messages never change after the call (the gateway parses each request anew) keeps
         # them as they are: at a thousand sessions the copies were a fifth of the objects the
-        # garbage collector walks
-        keep = copy.deepcopy if self.copy_history else (lambda x: x)
+        # garbage collector walks. The copy is of plain data (copy.deepcopy's bookkeeping per object
+        # was one of a call's largest costs, benchmarks/rollout_scale.py)
+        keep = plain_copy if self.copy_history else (lambda x: x)
         self._prev_messages = keep(list(messages))
         self._prev_prompt_text = prompt_text
         self._prev_response_text = text
@@ -315,14 +316,14 @@ class TrainableModel(Model):
         full_text = r.render(hf, tools, add_generation_prompt=True)
         prev_hf, self._prev_hf = self._prev_hf, (hf, tools)
         if not self.calls:
-            return r.encode(full_text), full_text, None
+            return r.encode_conversation(full_text), full_text, None
         extension, reason = self._extension(messages, full_text, prev_hf, system_prompt, tool_specs)
         if extension is None and self.always_extend:
             extension = self._forced_extension(messages, system_prompt, tool_specs, hf, tools, reason)
             self.forced_extensions[reason.value] = self.forced_extensions.get(reason.value, 0) + 1
         if extension is None:
             self.rerenders += 1
-            return r.encode(full_text), full_text, reason
+            return r.encode_conversation(full_text), full_text, reason
         prev = self.calls[-1]
         tail: list[int] = []
         if not prev.response_ids or prev.response_ids[-1] != r.turn_end_id:

@@ -6,10 +6,15 @@ from .common import add_command
 
 
 def add_check(sub) -> None:
-    p = add_command(sub, "check", cmd_check, help="verify the token invariant of every episode in a JSONL file",
-                    description="Verify, from the JSONL alone, that in every segment the tokens under loss "
-                                "mask 1 are exactly the response_ids of its calls.")
-    p.add_argument("episodes", help="an episode JSONL file (rollout, a run's episodes/, an export)")
+    p = add_command(sub, "check", cmd_check,
+                    help="verify an episodes file's token invariant, or a whole run: weights, versions, parity",
+                    description="An episode JSONL file: verify, from the JSONL alone, that in every segment the "
+                                "tokens under loss mask 1 are exactly the response_ids of its calls. A run "
+                                "directory: that too for every episode, and that the weight versions never go "
+                                "back, every version's fingerprints matched, every call came from a verified "
+                                "version the step could sample, and every step's log-prob parity was within its "
+                                "bound (docs/verification.md).")
+    p.add_argument("episodes", help="an episode JSONL file (rollout, a run's episodes/, an export), or a run directory")
 
 
 def add_stats(sub) -> None:
@@ -22,7 +27,12 @@ def add_stats(sub) -> None:
 
 
 def cmd_check(args) -> int:
+    from pathlib import Path
+
     from ..episodes.record import check_episode, read_episodes
+
+    if Path(args.episodes).is_dir():
+        return _check_run(Path(args.episodes))
 
     n = bad = 0
     for ep in read_episodes(args.episodes):
@@ -33,6 +43,20 @@ def cmd_check(args) -> int:
             print(f"{ep.episode_id}: " + "; ".join(problems))
     print(f"checked={n} violations={bad}")
     return 1 if bad else 0
+
+
+def _check_run(run_dir) -> int:
+    from ..errors import InputError
+    from ..run.verify import check_run
+
+    if not (run_dir / "config.yaml").is_file():
+        raise InputError(f"{run_dir}: not a run directory (no config.yaml); give a run directory or an episode file")
+    problems, counts = check_run(run_dir)
+    for problem in problems:
+        print(problem)
+    print(f"checked={run_dir} versions={counts['versions']} steps={counts['steps']} episodes={counts['episodes']} "
+          f"calls={counts['calls']} problems={len(problems)}")
+    return 1 if problems else 0
 
 
 def cmd_stats(args) -> int:

@@ -6,12 +6,13 @@ readers check it. The invariant (see ``check_episode``) can be verified from the
 
 from __future__ import annotations
 
+import copy
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ..errors import InputError
 from ..files import iter_jsonl
@@ -174,7 +175,18 @@ class Episode:
         return sum(1 for c in self.calls[1:] if not c.rerendered)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record as plain data (what ``dataclasses.asdict`` gives, and an independent copy like
+        it), built field by field: ``asdict`` visits every token id of every call and segment one
+        by one (a deep copy per element), which made it the largest cost of sending an episode
+        from a worker to the pool (``benchmarks/rollout_scale.py``)."""
+        d = {f.name: getattr(self, f.name) for f in _EPISODE_FIELDS}
+        d["calls"] = [_call_dict(c) for c in self.calls]
+        d["segments"] = [{"input_ids": list(s.input_ids), "loss_mask": list(s.loss_mask),
+                          "call_indices": list(s.call_indices)} for s in self.segments]
+        d["tool_calls"] = [{f.name: getattr(t, f.name) for f in _TOOL_CALL_FIELDS} for t in self.tool_calls]
+        for name in _FREE_FORM:  # whatever agents, tools and rewards put there: copied all the way down
+            d[name] = plain_copy(d[name], _as_plain_data)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Episode":
@@ -188,6 +200,48 @@ class Episode:
         d["segments"] = [Segment(**s) for s in d.get("segments", [])]
         d["tool_calls"] = [ToolCallRecord(**t) for t in d.get("tool_calls", [])]
         return cls(**d)
+
+
+_EPISODE_FIELDS = fields(Episode)
+_CALL_FIELDS = fields(ModelCall)
+_TOOL_CALL_FIELDS = fields(ToolCallRecord)
+_CALL_LISTS = ("prompt_ids", "response_ids", "response_logprobs")
+_FREE_FORM = ("messages", "split_reasons", "reward_components", "reward_metadata", "timings", "metadata")
+
+
+def _call_dict(call: ModelCall) -> dict[str, Any]:
+    d = {f.name: getattr(call, f.name) for f in _CALL_FIELDS}
+    for name in _CALL_LISTS:  # token ids and log-probs: flat lists of numbers, one copy each
+        d[name] = list(d[name])
+    return d
+
+
+def plain_copy(value: Any, other: Callable[[Any], Any] = copy.deepcopy) -> Any:
+    """A deep copy of plain data (messages, tool specifications, metadata): dicts, lists and
+    scalars copied directly, anything else by ``other`` (``copy.deepcopy``). ``copy.deepcopy``'s
+    bookkeeping for every object made it one of the largest costs of an episode's model calls and
+    record (``benchmarks/rollout_scale.py``). Data with cycles is not plain."""
+    kind = type(value)
+    if kind is dict:
+        return {plain_copy(k, other): plain_copy(v, other) for k, v in value.items()}
+    if kind is list:
+        return [plain_copy(v, other) for v in value]
+    if kind in _SCALARS:
+        return value
+    return other(value)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _as_plain_data(value: Any) -> Any:
+    """What ``dataclasses.asdict`` makes of a value inside a record that is not JSON-like."""
+    return asdict(_Holder(value))["value"]
+
+
+@dataclass
+class _Holder:
+    value: Any
 
 
 def build_segments(calls: list[ModelCall]) -> list[Segment]:

@@ -148,6 +148,8 @@ class ChatCompletions(Protocol):
         out = completion(turn, reply.model, reply.id, reply.created)
         if call.options.get("logprobs"):
             out["choices"][0]["logprobs"] = {"content": token_logprobs(turn, reply), "refusal": None}
+        if reply.system_fingerprint:
+            out["system_fingerprint"] = reply.system_fingerprint
         return out
 
     def events(self, turn: SampledTurn, call: Call, reply: Reply) -> Iterable[bytes]:
@@ -155,6 +157,8 @@ class ChatCompletions(Protocol):
         if call.options.get("logprobs"):  # on the first chunk: the turn's tokens, all of them
             out[0]["choices"][0]["logprobs"] = {"content": token_logprobs(turn, reply), "refusal": None}
         for c in out:
+            if reply.system_fingerprint:  # as OpenAI sends it: on every chunk
+                c["system_fingerprint"] = reply.system_fingerprint
             yield sse(None, c)
         yield b"data: [DONE]\n\n"
 

@@ -60,6 +60,8 @@ class Reply:
     id: str
     token_text: Callable[[int], str]
     created: int = field(default_factory=lambda: int(time.time()))
+    # the served weights' verified identity (``serve``: run/verify.py), OpenAI's ``system_fingerprint``
+    system_fingerprint: str | None = None
 
 
 class Protocol:

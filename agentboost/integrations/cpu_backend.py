@@ -46,12 +46,29 @@ class CpuRolloutPolicy:
         # the weights it started from, to say how far each update moved the served policy
         self.initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
         self.version = 0  # which trained weights are served (0: the weights it started from)
+        self.digest: str | None = None  # the verified fingerprint's digest of the weights served
         self.loads = 0
         self.moved = 0.0
 
-    def load_weights(self, weights: dict[str, torch.Tensor], version: int | None, label: str = "step") -> int:
+    @property
+    def dtype(self) -> str:
+        from ..models.fingerprint import dtype_name
+
+        return dtype_name(next(self.engine.model.parameters()).dtype)
+
+    def fingerprint(self, seed: int) -> dict[str, Any]:
+        """The fingerprint of the weights this policy serves (``models/fingerprint.py``)."""
+        from ..models import fingerprint as fp
+
+        with self.engine.weights_lock:
+            return fp.of_tensors(self.engine.model.state_dict().items(), self.dtype, seed)
+
+    def load_weights(self, weights: dict[str, torch.Tensor], version: int | None, label: str = "step",
+                     expected: dict[str, Any] | None = None) -> int:
         """The trained policy's weights, by their Hugging Face names; every parameter of the served
-        model must be among them (a partial load would serve a model nobody trained)."""
+        model must be among them (a partial load would serve a model nobody trained). ``expected``:
+        the sender's fingerprint of what it sent (``run/verify.py``): after loading, the served
+        weights' fingerprint must equal it, else ``WeightsMismatch`` (nothing is served from them)."""
         model = self.engine.model
         own = model.state_dict()
         missing = [k for k in own if k not in weights and not k.endswith("rotary_emb.inv_freq")]
@@ -64,6 +81,16 @@ class CpuRolloutPolicy:
             model.load_state_dict({k: v for k, v in weights.items() if k in own}, strict=False)
             moved = max(float((v - self.initial[k]).abs().max()) for k, v in model.state_dict().items()
                         if k in self.initial and v.is_floating_point())
+        if expected is not None:
+            from ..models import fingerprint as fp
+            from ..run.verify import WeightsMismatch
+
+            got = self.fingerprint(expected["seed"])
+            problems = fp.differences(expected, got)
+            if problems:
+                raise WeightsMismatch(f"the CPU rollout's weights after the sync of {label} {version} differ from "
+                                      f"the trainer's: {'; '.join(problems)}")
+            self.digest = got["digest"]
         if version is not None:
             self.version = int(version)
         self.loads += 1
@@ -74,4 +101,19 @@ class CpuRolloutPolicy:
         return self.loads
 
     def weight_state(self) -> dict[str, Any]:
-        return {"version": self.version, "loads": self.loads, "max_abs_change": self.moved}
+        return {"version": self.version, "loads": self.loads, "max_abs_change": self.moved, "fingerprint": self.digest}
+
+
+def sent_fingerprint(weights: dict[str, torch.Tensor], version: int | None, dtype: str) -> dict[str, Any]:
+    """The trainer side's fingerprint of full weights it sends to a CPU rollout serving ``dtype``
+    (the draw of ``version``, as the local trainer draws it)."""
+    from ..models import fingerprint as fp
+    from ..run.verify import fingerprint_seed
+
+    # tied embeddings: the sender's gathered state dict holds lm_head.weight as a copy of the
+    # embedding, the serving model one tensor under the embedding's name (of_tensors counts a tied
+    # tensor once): fingerprint what the replica will hold
+    head, embed = weights.get("lm_head.weight"), weights.get("model.embed_tokens.weight")
+    if head is not None and embed is not None and head.shape == embed.shape and torch.equal(head, embed):
+        weights = {k: v for k, v in weights.items() if k != "lm_head.weight"}
+    return fp.of_tensors(weights.items(), dtype, fingerprint_seed(int(version or 0)))

@@ -54,6 +54,7 @@ class _Job:
     history: list[str] = field(default_factory=list)
     started_at: float | None = None
     sample: int = 0  # which of the task's samples: with a sampling seed, it seeds the requests
+    version: int | None = None  # the weight version it was pinned to when it was last dispatched
 
 
 @dataclass
@@ -68,6 +69,8 @@ class _Worker:
     exclusive: bool = False
     stop_sent_at: float | None = None
 
+
+DEADLINE_CHECK_S = 0.1  # how often the hard deadlines of in-flight episodes are looked at
 
 # Workers are spawned: each imports the main module again. A script that starts training at its top
 # level (no main guard) starts it again in every worker, which then never becomes ready.
@@ -137,6 +140,10 @@ class StrandsProcessPool:
         self.hard_timeout_s = hard_timeout_s if hard_timeout_s is not None else agent.timeout_s * 1.5 + 10
         self.crash_retries = crash_retries
         self.stop_grace_s = stop_grace_s
+        # asynchronous training: the weight version an episode is pinned to, read when it is handed
+        # to a worker (it starts then: a worker gets no more episodes than it has slots); None: the
+        # policy server's current weights on every call, as before
+        self.pin_version: Callable[[], int] | None = None
         self._ctx = mp.get_context("spawn")
         self._lock = threading.Condition()
         self._pending: collections.deque[_Job] = collections.deque()
@@ -147,6 +154,7 @@ class StrandsProcessPool:
         self._wake_r, self._wake_w = os.pipe()
         self._closing = False
         self._closed = False
+        self._next_deadline_check = 0.0
         self.broken: str | None = None  # set when workers cannot start; every task then returns error
         self._startup_failures = 0
         # statistics
@@ -201,8 +209,12 @@ class StrandsProcessPool:
             on_episode: Callable[[Episode], None] | None = None) -> list[Episode]:
         """Run ``samples`` episodes of every task (one GRPO group per task); returns them in
         submission order. ``on_episode`` is called as each one finishes."""
-        futures = [self.submit(task, group_id=str(task["task_id"]), sample=k) for task in tasks for k in range(samples)]
-        return collect(futures, on_episode)
+        return collect(self.submit_groups(tasks, samples), on_episode)
+
+    def submit_groups(self, tasks: Iterable[dict[str, Any]], samples: int = 1) -> list[Future]:
+        """Queue ``samples`` episodes of every task (one GRPO group per task); their futures in
+        submission order."""
+        return [self.submit(task, group_id=str(task["task_id"]), sample=k) for task in tasks for k in range(samples)]
 
     async def arun(self, tasks: Iterable[dict[str, Any]], samples: int = 1) -> list[Episode]:
         return list(await asyncio.gather(*(self.submit_async(t, group_id=str(t["task_id"]), sample=k)
@@ -292,7 +304,12 @@ class StrandsProcessPool:
                     os.read(self._wake_r, 65536)
                 with self._lock:
                     self._receive(ready)
-                    self._check_deadlines()
+                    now = time.monotonic()
+                    # every in-flight episode is looked at: with thousands in flight, doing so on every
+                    # message cost more than the messages; deadlines are seconds long
+                    if now >= self._next_deadline_check:
+                        self._next_deadline_check = now + DEADLINE_CHECK_S
+                        self._check_deadlines()
                     self._recycle()
                     self._reap_stopping()
         finally:
@@ -473,8 +490,9 @@ class StrandsProcessPool:
             target.inflight[job.key] = job
             target.given += 1
             self._queue_waits.append(time.monotonic() - job.submitted_at)
+            job.version = self.pin_version() if self.pin_version is not None else None
             try:
-                target.conn.send(("run", job.key, job.task, job.group_id, job.episode_id, job.sample))
+                target.conn.send(("run", job.key, job.task, job.group_id, job.episode_id, job.sample, job.version))
             except (OSError, BrokenPipeError):
                 pass  # the worker is dying; its death handler re-queues the job
         self._pending = remaining

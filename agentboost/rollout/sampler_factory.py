@@ -34,7 +34,15 @@ class SamplerFactory:
         else:
             self._script = import_object(spec.script, "sampler script")(self.tokenizer, **spec.script_kwargs)
 
-    def sampler_for_episode(self) -> Sampler:
+    def sampler_for_episode(self, version: int | None = None) -> Sampler:
+        """``version``: the weight version the episode is pinned to (asynchronous training); every
+        call of the episode samples it."""
+        if version is not None:
+            from ..sampling.http_sampler import HttpSampler, VersionPinned
+
+            if not isinstance(self._shared, HttpSampler):
+                raise ValueError("an episode pinned to a weight version needs a policy server (sampler kind http)")
+            return VersionPinned(self._shared, version)
         if self._shared is not None:
             return self._shared
         from ..sampling.scripted import ScriptedSampler

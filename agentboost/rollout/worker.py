@@ -3,7 +3,8 @@
 Started by ``StrandsProcessPool`` with the spawn method. It leads its own process group, so the
 pool can kill it together with anything its tools started. It talks to the pool over one pipe:
 
-    pool -> worker: ("run", key, task, group_id, episode_id, sample) | ("stop",)
+    pool -> worker: ("run", key, task, group_id, episode_id, sample, version) | ("stop",)
+                    (version: the weight version the episode samples from start to end, or None)
     worker -> pool: ("ready", pid) | ("fatal", message) | ("started", key) | ("done", key, episode_dict)
 
 If the pool goes away (the pipe closes), the worker kills its process group and exits.
@@ -74,7 +75,7 @@ async def _serve(conn, agent_spec, env, factory, slots: int) -> None:
     sem = asyncio.Semaphore(slots)
     running: set[asyncio.Task] = set()
 
-    async def one(key, task, group_id, episode_id, sample):
+    async def one(key, task, group_id, episode_id, sample, version):
         async with sem:
             send(("started", key))
             try:
@@ -82,7 +83,7 @@ async def _serve(conn, agent_spec, env, factory, slots: int) -> None:
                     ep = await run_chat_episode(agent_spec, task, factory.chat, factory.spec.sampling, env=env,
                                                 group_id=group_id, episode_id=episode_id, sample=sample)
                 else:
-                    ep = await run_episode(agent_spec, task, factory.sampler_for_episode(), factory.renderer,
+                    ep = await run_episode(agent_spec, task, factory.sampler_for_episode(version), factory.renderer,
                                            factory.spec.sampling, env=env, group_id=group_id, episode_id=episode_id,
                                            always_extend=agent_spec.always_extend, sample=sample)
             except Exception as e:  # a bug of ours; still one record for the task
@@ -90,14 +91,16 @@ async def _serve(conn, agent_spec, env, factory, slots: int) -> None:
                              status=Status.ERROR,
                              error=f"worker: {type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}")
             ep.metadata["worker_pid"] = os.getpid()
+            if version is not None:  # the episode's provenance: every call sampled this version
+                ep.metadata["weight_version"] = version
             send(("done", key, ep.to_dict()))
 
     while True:
         msg = await inbox.get()
         if msg[0] == "stop":
             break
-        _, key, task, group_id, episode_id, sample = msg
-        t = asyncio.create_task(one(key, task, group_id, episode_id, sample))
+        _, key, task, group_id, episode_id, sample, version = msg
+        t = asyncio.create_task(one(key, task, group_id, episode_id, sample, version))
         running.add(t)
         t.add_done_callback(running.discard)
     if running:

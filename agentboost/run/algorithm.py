@@ -48,8 +48,10 @@ def policy_loss(log_prob: torch.Tensor, batch: dict[str, torch.Tensor], config) 
     from verl.trainer.ppo import core_algos
 
     fn = core_algos.get_policy_loss_fn(config.policy_loss.loss_mode)
+    # the off-policy correction (asynchronous training): veRL's token-level importance weights
+    extra = {"rollout_is_weights": batch["rollout_is_weights"]} if "rollout_is_weights" in batch else {}
     return fn(old_log_prob=batch["old_log_prob"], log_prob=log_prob, advantages=batch["advantages"],
-              response_mask=batch["response_mask"], loss_agg_mode=config.loss_agg_mode, config=config)
+              response_mask=batch["response_mask"], loss_agg_mode=config.loss_agg_mode, config=config, **extra)
 
 
 def actor_config(clip_low: float, clip_high: float, clip_c: float, loss_agg_mode: str,

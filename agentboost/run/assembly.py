@@ -180,7 +180,26 @@ def start_policy_for_spec(spec: str, cfg: TrainConfig, seed: int, slots: int, ma
     name, server = start_policy(cfg, tokenizer_path, model=model, tokenizer=tok, seed=seed, slots=slots,
                                 max_batch=max_batch_size, engine=engine, lora_rank=lora_rank,
                                 full_weight_sync=trained and not lora_rank, weights_version=int(trained))
+    try:
+        server.identity = _verified_identity(spec, server, model, int(trained))
+    except BaseException:
+        server.close()
+        raise
     return name, server, desc, tokenizer_path, tok
+
+
+def _verified_identity(spec: str, server, model, version: int) -> dict:
+    """The engine holds the policy loaded here, and a run's checkpoint is what the run trained
+    (``run/verify.py``): ``serve`` answers with its digest."""
+    from .checkpoint import resolve_checkpoint, split_run_spec
+    from .verify import verify_served
+
+    run, checkpoint = split_run_spec(spec)
+    step = None
+    if version:
+        name = resolve_checkpoint(Path(run), checkpoint).name
+        step = int(name.rsplit("_", 1)[1]) if name.startswith("step_") else None
+    return verify_served(server, model, version, run_dir=run if version else None, checkpoint_step=step)
 
 
 # -- how workers sample it, and the pool they run in -----------------------------------------------
@@ -220,10 +239,18 @@ def policy_pool(cfg: TrainConfig, spec, sampler: SamplerSpec, env: StrandsEnv | 
 def run_episodes(pool: "StrandsProcessPool", tasks: list[dict], samples: int, label: str) -> list:
     """``samples`` episodes of each task on ``pool``, with a progress bar; a group-ranking judge
     (``reward.judge.mode: group``) then scores each whole group at once."""
-    from ..progress import progress_bar
+    return collect_episodes(pool, tasks, pool.submit_groups(tasks, samples), label)
 
-    with progress_bar(label, len(tasks) * samples) as advance:
-        episodes = pool.run(tasks, samples=samples, on_episode=lambda ep: advance())
+
+def collect_episodes(pool: "StrandsProcessPool", tasks: list[dict], futures: list, label: str) -> list:
+    """The episodes of ``tasks`` already queued on ``pool`` (``futures``, from ``submit_groups``:
+    asynchronous training queues them steps ahead), with a progress bar, then scored by a
+    group-ranking judge as in ``run_episodes``."""
+    from ..progress import progress_bar
+    from ..rollout.pool import collect
+
+    with progress_bar(label, len(futures)) as advance:
+        episodes = collect(futures, lambda ep: advance())
     if pool.env is not None and pool.env.scores_groups:
         pool.env.score_groups({str(t["task_id"]): t for t in tasks}, episodes)
     return episodes

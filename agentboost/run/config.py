@@ -11,6 +11,7 @@ directory; ``agentboost config`` and ``docs/configuration.md`` are generated fro
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import re
@@ -173,6 +174,10 @@ class AlgorithmConfig:
                             help="> 0: KL to the reference policy (the base model, adapters disabled)")
     kl_type: str = option("low_var_kl", choices=("kl", "abs", "mse", "low_var_kl"),
                           help="the KL estimator (veRL's names)")
+    importance_cap: float = option(2.0, bounds=(1, None, True, False),
+                                   help="with rollout.max_staleness > 0: the cap of the token-level truncated "
+                                        "importance weight (current weights over the stale ones that sampled; "
+                                        "veRL's rollout_is_weights, docs/async.md)")
     gamma: float = option(1.0, bounds=(0, 1, True, True), help="reinforce_plus_plus")
 
 
@@ -301,6 +306,34 @@ class RolloutConfig:
                                       "which every vLLM worker reloads), \"auto\": merged on the CPU build, whose "
                                       "runtime-LoRA path samples at a third of the merged model's speed "
                                       "(benchmarks/vllm_lora_sync.py), adapter elsewhere")
+    max_staleness: int = option(0, bounds=(0, 8, True, True),
+                                help="asynchronous training: K >= 1 samples the next steps' episodes while an update "
+                                     "runs, no episode starting more than K weight versions behind the update that "
+                                     "trains on it, with an off-policy correction; 0: synchronous (each step samples "
+                                     "with the newest weights, then updates). The hf engine, agents built here and "
+                                     "the weights trainer only, for now (docs/async.md)")
+
+
+@dataclass
+class VerifyConfig:
+    """That the policy served is the policy trained: weight fingerprints, log-prob parity.
+
+    The checks are in run/verify.py and trainer/verify.py; docs/verification.md."""
+    weights: bool = option(True, help="fingerprint every weight sync: the engine's weights against the trainer's, and "
+                                      "every sampled call's weight version against the versions synced; a difference "
+                                      "stops the run")
+    logprob_parity: bool = option(True, help="compare the sampler's log-probs of each step's sampled tokens with the "
+                                             "trainer's, read from the update's first forward pass before the optimizer "
+                                             "steps; a mean or 99th-percentile |diff| above its bound stops the run")
+    parity_tokens: int = option(1024, bounds=AT_LEAST_1,
+                                help="tokens of forward pass recomputed for the parity sample on a step whose update "
+                                     "has no tokens of the current version to read (whole rows, at random)")
+    parity_mean_bound: float = option(0.0, bounds=AT_LEAST_0,
+                                      help="the bound on the mean |diff| (nats); 0: the measured default for the "
+                                           "engine and dtype (docs/verification.md)")
+    parity_p99_bound: float = option(0.0, bounds=AT_LEAST_0,
+                                     help="the bound on the 99th percentile |diff| (nats); 0: the measured default "
+                                          "for the engine and dtype")
 
 
 @dataclass
@@ -382,6 +415,7 @@ class TrainConfig:
     run: RunConfig = field(default_factory=RunConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    verify: VerifyConfig = field(default_factory=VerifyConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
 
     def to_dict(self) -> dict[str, Any]:
@@ -545,6 +579,28 @@ def validate(cfg: TrainConfig, where: str, for_training: bool = True) -> None:
     elif cfg.prompt.policy_model:
         raise ConfigError(f"{where}: prompt.policy_model is the policy of a prompt run (algorithm.policy: prompt); "
                           "a weights run trains model.path")
+    if cfg.rollout.max_staleness:
+        check_async(cfg, where)
+
+
+def check_async(cfg: TrainConfig, where: str) -> None:
+    """What asynchronous training (``rollout.max_staleness`` > 0) supports so far: refused in one
+    line before any work, never ignored."""
+    k = f"rollout.max_staleness={cfg.rollout.max_staleness}"
+    if cfg.algorithm.policy == "prompt":
+        raise ConfigError(f"{where}: {k} is not supported with algorithm.policy: prompt (it trains weights "
+                          "asynchronously; set rollout.max_staleness: 0)")
+    if cfg.rollout.engine != "hf":
+        raise ConfigError(f"{where}: {k} is not supported yet on rollout.engine {cfg.rollout.engine!r}: only "
+                          "\"hf\" keeps several weight versions servable (set rollout.engine: hf, or max_staleness: 0)")
+    if cfg.agent.kind != "strands":
+        raise ConfigError(f"{where}: {k} is not supported yet with agent.kind {cfg.agent.kind!r}: only agents "
+                          "agentboost builds (agent.kind: strands) are pinned to a weight version for now")
+    from verl.trainer.ppo import core_algos
+
+    if "rollout_is_weights" not in inspect.signature(core_algos.get_policy_loss_fn(cfg.algorithm.policy_loss)).parameters:
+        raise ConfigError(f"{where}: {k} needs the off-policy correction, and algorithm.policy_loss "
+                          f"{cfg.algorithm.policy_loss!r} takes no rollout_is_weights (vanilla does)")
 
 
 def shaping_config(values: dict[str, Any], where: str = "config"):

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..episodes.passk import pass_at_k
 from ..episodes.summary import ci95_text
 from ..files import iter_jsonl
 
@@ -42,7 +43,6 @@ def validation_metrics(cfg, step: int, episodes: list) -> dict[str, Any]:
     leaves with fewer than k outcomes is left out of pass@k (pass@k of k trials needs k)."""
     import numpy as np
 
-    from ..episodes.passk import pass_at_k
     from ..episodes.summary import reasoning_metrics, split_metrics, success_ci95, tool_use_metrics
 
     k = cfg.validation.k

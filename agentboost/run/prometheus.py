@@ -69,6 +69,14 @@ class RunsCollector:
         equal = GaugeMetricFamily("agentboost_all_equal_group_rate", "Share of groups without signal, last step",
                                   labels=["job"])
         step = GaugeMetricFamily("agentboost_training_step", "Last finished training step", labels=["job"])
+        # asynchronous training (rollout.max_staleness > 0, docs/async.md), the last step's; the
+        # clip fraction is every run's
+        last_step = {key: GaugeMetricFamily(f"agentboost_{key}", doc, labels=["job"]) for key, doc in (
+            ("pg_clipfrac", "Share of trained tokens whose ratio the PPO clip cut, last step"),
+            ("staleness_mean", "Mean weight versions between sampling and training, last step"),
+            ("staleness_max", "Most weight versions between sampling and training, last step"),
+            ("importance_ratio_mean", "Mean token importance ratio (proximal over behaviour policy), last step"),
+            ("importance_truncated_frac", "Share of tokens whose importance weight was truncated, last step"))}
         for ref in refs:
             cfg_path = ref.run_dir / "config.yaml"
             run_cfg = ((yaml.safe_load(cfg_path.read_text()) or {}).get("run", {}) if cfg_path.is_file() else {})
@@ -87,9 +95,12 @@ class RunsCollector:
             tokens.add_metric([ref.job], sum(r.get("sampled_tokens", 0) for r in rows))
             equal.add_metric([ref.job], last.get("all_equal_group_rate", 0.0))
             step.add_metric([ref.job], last.get("step", 0))
+            for key, gauge in last_step.items():
+                if last.get(key) is not None:
+                    gauge.add_metric([ref.job], float(last[key]))
         yield _histogram("training_trajectory_generation_duration_seconds", "Rollout time per training step", rollout)
         yield _histogram("training_policy_update_duration_seconds", "Policy update time per training step", update)
-        yield from (usage, limit, episodes, tokens, equal, step)
+        yield from (usage, limit, episodes, tokens, equal, step, *last_step.values())
 
 
 def registry_for(runs: Callable[[], Iterable[RunRef]]):

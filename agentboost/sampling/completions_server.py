@@ -148,6 +148,7 @@ class CompletionsServer(BackgroundServer):
         # which trained weights the engine serves, where the trainer says (the rLLM path's CPU
         # rollout, integrations/rllm/cpu.py): reported in every response, recorded on every call
         self.weight_version: int | None = None
+        self.weight_fingerprint: str | None = None  # the verified digest of those weights (run/verify.py)
         # the prompt comes as token ids, ~7 bytes each in JSON: aiohttp's default 1 MiB would refuse
         # a 150k-token agent context; the model's own context limit is what bounds a prompt
         self.app = web.Application(client_max_size=MAX_REQUEST_BYTES)
@@ -173,7 +174,8 @@ class CompletionsServer(BackgroundServer):
         except ValueError:
             return _error(400, "request body is not valid JSON")
         try:
-            res = await asyncio.wrap_future(self.engine.submit(prompt, params))
+            version = self._pinned_version(body.get("model"))
+            res = await asyncio.wrap_future(self.engine.submit(prompt, params, version=version))
         except SamplerError as e:
             return _error(400 if isinstance(e, PromptTooLongError) else 500, str(e))
         tok = self.engine.tokenizer
@@ -203,9 +205,24 @@ class CompletionsServer(BackgroundServer):
             "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(res.response_ids),
                       "total_tokens": len(prompt) + len(res.response_ids)},
         }
-        if self.weight_version is not None:
+        if res.weight_version is not None:  # a pinned version's snapshot sampled it
+            out["weight_version"] = res.weight_version
+        elif self.weight_version is not None:
             out["weight_version"] = self.weight_version
+        if self.weight_fingerprint is not None:
+            out["weight_fingerprint"] = self.weight_fingerprint
         return web.json_response(out)
+
+    def _pinned_version(self, model: Any) -> int | None:
+        """``<model name>@<version>`` names a published weights snapshot (an episode pinned to the
+        version it started on, ``rollout.max_staleness``), as a LoRA adapter's name does on vLLM;
+        any other name is the live model."""
+        if isinstance(model, str) and model.startswith(self.model_name + "@"):
+            tail = model[len(self.model_name) + 1:]
+            if tail.isdigit():
+                return int(tail)
+            raise SamplerError(f"model {model!r}: expected {self.model_name}@<weights version>")
+        return None
 
 
 

@@ -21,11 +21,20 @@ would be spent for nothing after every batch).
 Agent prompts share a long head (system prompt, tool schemas): a batch's common token prefix is
 prefilled once and its KV cache repeated for every row, the rows' own tokens left-padded after it
 (positions come from the attention mask, so the padding in the middle is invisible).
+
+Versioned weights (asynchronous training, ``rollout.max_staleness``): besides the live model, the
+engine can serve frozen snapshots by weight version (``publish_version``). A request that names a
+version is sampled from that snapshot, batched only with requests of the same version, and its
+result says which version sampled it; so an episode pinned to a version at its start keeps it to
+its end while the trainer updates the live model. A snapshot shares every frozen parameter with the
+live model (a LoRA policy's snapshot costs only its adapter; full fine-tuning, a copy of the weights).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
 import itertools
 import queue
 import threading
@@ -49,12 +58,14 @@ class _Request:
     episode_start: float = 0.0  # monotonic time of its episode's first request
     turn: int = 0  # 0: an episode's first request (as far as this engine can tell)
     parent_batch: int = -1  # the batch that served the previous turn
+    version: int | None = None  # the weights snapshot that samples it (None: the live model)
     future: Future = field(default_factory=Future)
 
     @property
     def group_key(self) -> tuple:
-        # the seed is not part of the key: one generator serves a batch (see _run_batch)
-        return (self.params.temperature, self.params.top_p, self.params.stop_token_ids)
+        # the seed is not part of the key: one generator serves a batch (see _run_batch); one batch,
+        # one set of weights
+        return (self.params.temperature, self.params.top_p, self.params.stop_token_ids, self.version)
 
 
 @dataclass
@@ -144,6 +155,8 @@ class HFEngine:
         self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
         # held while generating; the trainer takes it to swap weights between steps
         self.weights_lock = threading.Lock()
+        self._versions: dict[int, object] = {}  # weight version -> frozen snapshot (publish_version)
+        self._versions_lock = threading.Lock()
         self.stats = EngineStats()
         self._queue: queue.Queue[_Request | None] = queue.Queue()
         self._closed = False
@@ -157,10 +170,39 @@ class HFEngine:
         model, tok = load_policy(name_or_path)
         return cls(model, tok, **kwargs)
 
+    # -- versioned weights -------------------------------------------------------------------
+    def publish_version(self, version: int, model, keep: int) -> None:
+        """Serve a frozen snapshot of ``model``'s current weights as ``version``, and keep only the
+        ``keep`` newest versions (older ones can have no episode left: the trainer's admission
+        control guarantees it). Called between updates, never while ``model`` changes."""
+        frozen = {id(p): p for p in model.parameters() if not p.requires_grad}  # shared, never copied
+        snapshot = copy.deepcopy(model, memo=frozen).eval().requires_grad_(False)
+        with self._versions_lock:
+            self._versions[version] = snapshot
+            for old in sorted(self._versions)[:-keep]:
+                del self._versions[old]
+
+    def served_versions(self) -> list[int]:
+        with self._versions_lock:
+            return sorted(self._versions)
+
+    def model_for(self, version: int | None):
+        """The model that samples ``version``: its published snapshot (None: the live model)."""
+        if version is None:
+            return self.model
+        with self._versions_lock:
+            model = self._versions.get(version)
+        if model is None:
+            raise SamplerError(f"weights version {version} is not served (serving {self.served_versions() or 'none'})")
+        return model
+
     # -- submission -------------------------------------------------------------------------
-    def submit(self, prompt_ids: list[int], params: SamplingParams) -> Future:
+    def submit(self, prompt_ids: list[int], params: SamplingParams, version: int | None = None) -> Future:
+        """Queue one request; ``version`` names a published snapshot to sample (None: the live model)."""
         if self._closed:
             raise SamplerError("the local engine is closed")
+        if version is not None:
+            self.model_for(version)  # an unknown version fails now, not in a batch
         if not prompt_ids:
             raise SamplerError("empty prompt")
         if self.max_context and len(prompt_ids) >= self.max_context:
@@ -168,15 +210,15 @@ class HFEngine:
             raise PromptTooLongError(
                 f"prompt of {len(prompt_ids)} tokens does not fit the model's context of {self.max_context}"
             )
-        req = _Request(list(prompt_ids), params, seq=next(self._seq), episode_start=time.monotonic())
+        req = _Request(list(prompt_ids), params, seq=next(self._seq), episode_start=time.monotonic(), version=version)
         parent = self._lineage.parent(req.prompt_ids) if self.schedule == "oldest-episode" else None
         if parent is not None:
             req.episode_start, req.turn, req.parent_batch = parent
         self._queue.put(req)
         return req.future
 
-    def generate(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
-        return self.submit(prompt_ids, params).result()
+    def generate(self, prompt_ids: list[int], params: SamplingParams, version: int | None = None) -> SampleResult:
+        return self.submit(prompt_ids, params, version).result()
 
     def close(self) -> None:
         if not self._closed:
@@ -269,6 +311,8 @@ class HFEngine:
         from transformers import StoppingCriteria, StoppingCriteriaList
 
         params = batch[0].params
+        version = batch[0].version
+        model = self.model_for(version)
         stop_ids = sorted({self.eos_token_id, *params.stop_token_ids})
         limits = []
         for r in batch:
@@ -315,15 +359,17 @@ class HFEngine:
         else:
             gen_kwargs.update(temperature=None, top_p=None, top_k=None)
         t0 = time.perf_counter()
-        with self.weights_lock, torch.inference_mode():
+        # a snapshot never changes: only the live model is the trainer's to lock
+        lock = self.weights_lock if version is None else contextlib.nullcontext()
+        with lock, torch.inference_mode():
             seeds = [r.params.seed for r in batch if r.params.seed is not None]
             if seeds:
                 # HF generate draws for the whole batch from one generator: seeded requests are
                 # reproducible for the same batch composition, not one by one as in vLLM
                 torch.manual_seed(hash(tuple(seeds)) & 0x7FFFFFFF)
             if shared:
-                gen_kwargs["past_key_values"] = self._prefix_cache(input_ids[:1, :shared], len(batch))
-            out = self.model.generate(
+                gen_kwargs["past_key_values"] = self._prefix_cache(model, input_ids[:1, :shared], len(batch))
+            out = model.generate(
                 input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device), **gen_kwargs
             )
             # raw logits -> log-probs at the sampling temperature (what the trainer recomputes, and
@@ -349,7 +395,7 @@ class HFEngine:
                     finish = "stop"
                     break
             lps = logprobs_all[i, :len(ids)].tolist()
-            results.append(SampleResult(response_ids=ids, logprobs=lps, finish_reason=finish))
+            results.append(SampleResult(response_ids=ids, logprobs=lps, finish_reason=finish, weight_version=version))
         elapsed = time.perf_counter() - t0
         self.stats.requests += len(batch)
         self.stats.batches += 1
@@ -360,8 +406,8 @@ class HFEngine:
         self.stats.continuations += sum(1 for r in batch if r.turn)
         return results
 
-    def _prefix_cache(self, prefix_ids, rows: int):
-        out = self.model(input_ids=prefix_ids.to(self.device), use_cache=True, logits_to_keep=1)
+    def _prefix_cache(self, model, prefix_ids, rows: int):
+        out = model(input_ids=prefix_ids.to(self.device), use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
         cache.batch_repeat_interleave(rows)
         return cache

@@ -54,7 +54,10 @@ class HttpSampler:
             self.model = data["data"][0]["id"]
         return self.model
 
-    async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
+    async def sample(self, prompt_ids: list[int], params: SamplingParams,
+                     weights_version: int | None = None) -> SampleResult:
+        """``weights_version``: sample that published version of the weights (``<model>@<version>``,
+        see ``VersionPinned``), whatever the server serves as its newest."""
         body: dict[str, Any] = {
             "prompt": list(prompt_ids),
             "max_tokens": params.max_new_tokens,
@@ -76,7 +79,9 @@ class HttpSampler:
         for attempt in range(self.max_retries + 1):
             try:
                 version = None
-                if self.policy_file:
+                if weights_version is not None:
+                    body["model"] = f"{await self._model_name()}@{weights_version}"
+                elif self.policy_file:
                     current = read_policy_version(self.policy_file)
                     body["model"], version = current.model, current.version
                 else:
@@ -111,6 +116,18 @@ class HttpSampler:
         outage = isinstance(last, (aiohttp.ClientError, asyncio.TimeoutError, _Unavailable))
         raise (ServiceUnavailableError if outage else SamplerError)(
             f"sampler at {self.base_url} failed after {self.max_retries + 1} tries: {type(last).__name__}: {last}")
+
+
+class VersionPinned:
+    """One episode's way to the policy when it is pinned to the weight version it started on
+    (asynchronous training, ``rollout.max_staleness``): every call of the episode samples that
+    version, however many updates happen meanwhile."""
+
+    def __init__(self, sampler: HttpSampler, version: int):
+        self.sampler, self.version = sampler, version
+
+    async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
+        return await self.sampler.sample(prompt_ids, params, weights_version=self.version)
 
 
 class _Fatal(Exception):

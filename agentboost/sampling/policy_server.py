@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..moved import renamed
 from .completions_server import CompletionsServer
 from .hf_engine import HFEngine
+from .policy_version import PolicyVersion
 
 if TYPE_CHECKING:
     from .vllm_server import VLLMPolicyServer
@@ -39,6 +40,9 @@ def resolve_engine(engine: str, vllm_python: str | None = None) -> str:
 
 class HFPolicyServer:
     """An engine and its loopback server; ``close()`` (or leaving the ``with`` block) stops both."""
+
+    last_sync_s = 0.0  # a publish transfers nothing
+    identity: dict | None = None  # what serves, verified (run/verify.py verify_served), where checked
 
     def __init__(self, engine: HFEngine, model_name: str = "agentboost-policy"):
         self.engine = engine
@@ -70,6 +74,39 @@ class HFPolicyServer:
     @property
     def weights_lock(self):
         return self.engine.weights_lock
+
+    # -- weight versions and what is served (run/verify.py) ------------------------------------
+    def publish(self, model, version: int) -> PolicyVersion:
+        """The engine samples the trainer's own model object: nothing to transfer, only the version
+        its answers report from now on (taken under the weights lock, between batches)."""
+        if model is not self.engine.model:
+            raise ValueError("the hf engine serves the model it was started with; publish that model")
+        with self.engine.weights_lock:
+            self.server.weight_version = int(version)
+        return PolicyVersion(self.server.model_name, int(version))
+
+    def weight_sync(self) -> str:
+        return "hf-lora" if hasattr(self.engine.model, "peft_config") else "hf-full"
+
+    def served_dtype(self) -> str:
+        from ..models.fingerprint import dtype_name
+
+        return dtype_name(next(self.engine.model.parameters()).dtype)
+
+    def served_fingerprint(self, kind: str, seed: int) -> dict[str, Any]:
+        """The version the engine's answers report and the fingerprint of the model it samples."""
+        from ..models import fingerprint as fp
+
+        with self.engine.weights_lock:
+            # a published snapshot of this version (asynchronous training) is what its episodes sample
+            version = self.server.weight_version
+            model = self.engine.model_for(version) if version in self.engine.served_versions() else self.engine.model
+            dtype = self.served_dtype()
+            if kind == fp.LORA:
+                got = fp.of_lora(model, dtype, seed)
+            else:
+                got = fp.of_tensors(model.state_dict().items(), dtype, seed)
+            return {"version": self.server.weight_version, "name": self.server.model_name, "fingerprint": got}
 
     def close(self) -> None:
         self.server.stop_thread()
@@ -133,9 +170,10 @@ def start_policy_server(engine: str, model_path: str | os.PathLike[str], *, mode
         return engine, server.start(version=weights_version, model=model if weights_version else None)
     kwargs = dict(batch_wait_s=batch_wait_s, host=host, port=port or 0,
                   **({} if served_name is None else {"model_name": served_name}))
-    if model is None:
-        return engine, HFPolicyServer.from_pretrained(str(model_path), max_batch_size, **kwargs)
-    return engine, HFPolicyServer.start(model, tokenizer, max_batch_size, **kwargs)
+    ps = (HFPolicyServer.from_pretrained(str(model_path), max_batch_size, **kwargs) if model is None
+          else HFPolicyServer.start(model, tokenizer, max_batch_size, **kwargs))
+    ps.publish(ps.engine.model, weights_version)  # the version its answers report
+    return engine, ps
 
 
 # the hf engine's server (beside ``VLLMPolicyServer``) was ``PolicyServer`` before 0.2

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..files import atomic_directory
-from .policy_version import PolicyVersion, write_policy_version
+from .policy_version import PolicyVersion, read_policy_version, write_policy_version
 
 VLLM_PYTHON_ENV = "AGENTBOOST_VLLM_PYTHON"
 # what setup.sh --vllm creates, beside agentboost's own .venv
@@ -43,6 +43,10 @@ INSTALL_HINT = ("install the vLLM engine with `bash setup.sh --vllm` (a separate
 # those of the distribution sampled from. "processed_logprobs" applies temperature (and top-p /
 # top-k) first; tests/test_vllm_engine.py checks it against the trainer's recomputation.
 LOGPROBS_MODE = "processed_logprobs"
+# the worker extension that reports the fingerprint of the weights the engine holds (run/verify.py):
+# this folder alone goes on the server's PYTHONPATH, nothing else of agentboost's
+WORKER_EXTENSION_DIR = Path(__file__).resolve().parent / "vllm_worker"
+WORKER_EXTENSION = "agentboost_vllm_worker.WeightsExtension"
 
 
 class VLLMNotInstalled(InputError):
@@ -125,7 +129,8 @@ class VLLMServer:
                  max_num_seqs: int = 256, dtype: str | None = None, seed: int = 0, startup_timeout_s: float = 600.0,
                  log_path: str | os.PathLike[str] | None = None, extra_args: tuple[str, ...] = (),
                  env: dict[str, str] | None = None, stop_grace_s: float = 10.0, host: str = "127.0.0.1",
-                 port: int | None = None, dev_routes: bool = False, enforce_eager: bool | None = None):
+                 port: int | None = None, dev_routes: bool = False, enforce_eager: bool | None = None,
+                 fingerprints: bool = True):
         # the server runs in the temporary directory: a local path must not be relative to ours
         self.model_dir = str(Path(model_dir).resolve()) if Path(model_dir).exists() else str(model_dir)
         self.python = require_vllm_python(python)
@@ -155,8 +160,11 @@ class VLLMServer:
         self.log_path = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix="agentboost-vllm-", suffix=".log")[1])
         self.host = host
         self.port: int | None = port
-        # vLLM's development routes (/collective_rpc, /reset_prefix_cache): full-weight reloads
-        self.dev_routes = dev_routes
+        # the weights' fingerprints (``fingerprint``) through the worker extension, which vLLM's
+        # development routes reach (/collective_rpc; also /reset_prefix_cache for full-weight
+        # reloads). They are served on ``host`` beside the API: agentboost binds it to loopback.
+        self.fingerprints = fingerprints
+        self.dev_routes = dev_routes or fingerprints
         self.url: str | None = None
         self.startup_s: float | None = None
         self._proc: subprocess.Popen | None = None
@@ -175,6 +183,8 @@ class VLLMServer:
             cmd += ["--enable-lora", "--max-lora-rank", str(self.lora_rank), "--max-loras", str(self.max_loras)]
         if self.enforce_eager:
             cmd.append("--enforce-eager")
+        if self.fingerprints:
+            cmd += ["--worker-extension-cls", WORKER_EXTENSION]
         return cmd + list(self.extra_args)
 
     def start(self) -> "VLLMServer":
@@ -197,6 +207,8 @@ class VLLMServer:
         # agentboost's own venv must not leak into vLLM's (its transformers is older)
         env.pop("PYTHONPATH", None)
         env.pop("VIRTUAL_ENV", None)
+        if self.fingerprints:
+            env["PYTHONPATH"] = str(WORKER_EXTENSION_DIR)
         env.update(self.extra_env)
         read_fd, self._pipe_w = os.pipe()
         watchdog = str(Path(__file__).with_name("server_watchdog.py"))
@@ -211,6 +223,8 @@ class VLLMServer:
             log.close()
         try:
             self._wait_healthy()
+            if self.fingerprints and self.lora_rank:  # before any adapter is loaded: it names them all
+                self._rpc("agentboost_track_adapters")
         except BaseException:
             self.stop()
             raise
@@ -292,6 +306,19 @@ class VLLMServer:
         except urllib.error.HTTPError as e:
             raise VLLMServerError(f"{route} failed ({e.code}): {e.read().decode(errors='replace')[:500]}") from None
 
+    def _rpc(self, method: str, timeout: float = 600.0, **kwargs: str) -> Any:
+        """A worker method through /collective_rpc (one worker: tensor parallel size 1)."""
+        results = json.loads(self._post("/collective_rpc", {"method": method, "kwargs": kwargs}, timeout=timeout))
+        return results["results"][0]
+
+    def fingerprint(self, kind: str, seed: int, adapter: str | None = None) -> dict[str, Any]:
+        """The fingerprint (``models/fingerprint.py``) of the weights the engine holds: ``full`` (the
+        model's own weights), or ``lora`` of the adapter loaded as ``adapter`` (``{"missing", "loaded"}``
+        when no adapter of that name is loaded)."""
+        if not self.fingerprints:
+            raise VLLMServerError("this vLLM server was started without fingerprints")
+        return self._rpc("agentboost_fingerprint", request=json.dumps({"kind": kind, "seed": seed, "adapter": adapter}))
+
     def models(self) -> list[str]:
         with urllib.request.urlopen(f"{self.url}/v1/models", timeout=30) as r:
             return [m["id"] for m in json.loads(r.read())["data"]]
@@ -367,6 +394,7 @@ class VLLMPolicyServer:
     """
 
     engine = None  # no in-process engine
+    identity: dict | None = None  # what serves, verified (run/verify.py verify_served), where checked
 
     def __init__(self, model_dir: str | os.PathLike[str], workdir: str | os.PathLike[str] | None = None,
                  lora_rank: int = 0, full_weight_sync: bool = False, merge_lora: bool = False,
@@ -385,6 +413,7 @@ class VLLMPolicyServer:
         self.sync = "adapter" if adapters else "merged" if lora_rank else "full" if full_weight_sync else "none"
         self.weights_lock = threading.Lock()  # nothing samples in this process; kept for the shared surface
         self.last_sync_s = 0.0
+        self.published = False  # whether any weights were put on the server (else it holds model_dir's)
         self.url: str | None = None
 
     def start(self, version: int = 0, model=None) -> "VLLMPolicyServer":
@@ -410,8 +439,35 @@ class VLLMPolicyServer:
             current = self._reload_full(model, version)
         else:
             raise VLLMServerError("this vLLM policy server has no weight sync (neither LoRA nor full_weight_sync)")
+        self.published = True
         self.last_sync_s = time.perf_counter() - t0
         return current
+
+    # -- what is served (run/verify.py) --------------------------------------------------------
+    def weight_sync(self) -> str:
+        """How the served weights got there: ``base`` (the model directory the server started with),
+        ``adapter``, ``merged`` or ``full``."""
+        return self.sync if self.published else "base"
+
+    def served_dtype(self) -> str:
+        if self.server.dtype in ("float32", "bfloat16", "float16"):
+            return self.server.dtype
+        return self.server.fingerprint("full", 0)["dtype"]  # "auto": what vLLM chose
+
+    def served_fingerprint(self, kind: str, seed: int) -> dict[str, Any]:
+        """What samplers are served now: the policy-version file's model and version (what every
+        request names), and the fingerprint of the weights the engine holds under that name."""
+        current = read_policy_version(self.policy_file)
+        out: dict[str, Any] = {"version": current.version, "name": current.model}
+        if current.model == self.server.served_name:
+            if kind != "full":
+                return {**out, "fingerprint": None, "missing": None,
+                        "problem": f"requests name the base model {current.model!r}, not an adapter"}
+            return {**out, "fingerprint": self.server.fingerprint("full", seed)}
+        got = self.server.fingerprint("lora", seed, adapter=current.model)
+        if "missing" in got:
+            return {**out, "missing": got["missing"], "loaded": got["loaded"]}
+        return {**out, "fingerprint": got}
 
     def _reload_full(self, model, version: int) -> PolicyVersion:
         final = self.workdir / "weights"

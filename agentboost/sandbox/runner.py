@@ -72,7 +72,7 @@ class SandboxResult:
     stderr: str
     time_s: float
     output_truncated: bool = False
-    killed_processes: int = 0  # processes of this run still alive after it, killed by the sweep
+    killed_processes: int = 0  # processes of this run alive when it was ended (past its wall time: the program too), killed by the sweep
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -372,6 +372,12 @@ class _Run:
             return ended
         self._finished = True
         try:
+            if self.group is not None and self.proc is not None and self.proc.poll() is None:
+                # the run is still going (its wall time ran out, or the caller closed it): the control
+                # group is swept first, so what is counted is what was alive at this moment. Killing the
+                # program first would let its PID namespace's teardown race the sweep for the rest
+                # (bubblewrap's reaper dies with it), and the count would depend on which won.
+                self.killed += self.group.kill_all()
             if self.proc is not None:
                 try:
                     os.killpg(self.proc.pid, signal.SIGKILL)  # the program's children too

@@ -73,6 +73,18 @@ class ServedPolicy:
     model_options: dict[str, Any] = field(default_factory=dict)
     server: Any = None  # the engine's server (a SharedServer), closed with the last policy that uses it
     prompt_policy: Any = None  # a PromptPolicy the spec names (MODEL_SPEC#prompt=PATH), applied to every request
+    # the verified identity of the weights served (run/verify.py verify_served): version and digest
+    identity: dict[str, Any] | None = None
+
+    @property
+    def system_fingerprint(self) -> str | None:
+        """What answers carry as OpenAI's ``system_fingerprint``: the served weights' version (a
+        run's checkpoint step where there is one) and the digest the engine reported for them."""
+        if not self.identity:
+            return None
+        step = self.identity.get("checkpoint_step")
+        return f"agentboost-{'step' if step is not None else 'v'}{step if step is not None else self.identity['version']}" \
+               f"-{self.identity['digest']}"
 
     def close(self) -> None:
         if self.server is not None:
@@ -127,11 +139,14 @@ def load_served_policy(name: str, spec: str, engine: str = "hf", config: str | N
         trained = (Path(split_run_spec(spec)[0]) / "config.yaml").is_file()
         env = environment(cfg) if cfg.reward.name else None
         desc = _described(desc, prompt_policy, prompt)
-        log(f"arm {name}: {desc} ({engine_name} engine{', trained' if trained else ''})")
+        identity = getattr(server, "identity", None)
+        verified = (f", weights {identity['digest']}" + (" as the run trained them" if identity["run_verified"] else "")
+                    if identity else "")
+        log(f"arm {name}: {desc} ({engine_name} engine{', trained' if trained else ''}{verified})")
         return ServedPolicy(name=name, spec=full_spec, description=desc, engine=engine_name, sampler=sampler,
                             renderer=ChatRenderer(tok), sampling=params, env=env, server=SharedServer(server),
-                            model_options={"tool_parser": cfg.agent.tool_parser, "reasoning": cfg.agent.reasoning},
-                            prompt_policy=prompt_policy)
+                            identity=identity, prompt_policy=prompt_policy,
+                            model_options={"tool_parser": cfg.agent.tool_parser, "reasoning": cfg.agent.reasoning})
     except BaseException:
         server.close()
         raise

@@ -90,6 +90,7 @@ def check_split(split: Any) -> float:
     return value
 
 
+WEIGHTS_HEADER = "X-Agentboost-Weights"  # every answer's served weights: version and verified digest
 PHI = (5 ** 0.5 - 1) / 2  # the golden ratio's fractional part: the most even rotation of [0, 1)
 
 
@@ -408,7 +409,8 @@ class Router(BackgroundServer):
     # -- endpoints ------------------------------------------------------------------------------
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": self.served_name, "object": "model",
-                                                              "owned_by": "agentboost"}]})
+                                                              "owned_by": "agentboost",
+                                                              **_fingerprints(self.policies)}]})
 
     def _handler(self, protocol: Protocol):
         async def handle(request: web.Request) -> web.StreamResponse:
@@ -455,7 +457,10 @@ class Router(BackgroundServer):
             messages, system = prompt_policy.for_chat(messages, system)
         policy = self.policies[arm]
         renderer = policy.renderer
-        reply = Reply(self.served_name, protocol.new_id(), lambda token_id: renderer.decode([token_id]))
+        # the weights that answer (run/verify.py): OpenAI's system_fingerprint, and a header in every protocol
+        fingerprint = policy.system_fingerprint
+        reply = Reply(self.served_name, protocol.new_id(), lambda token_id: renderer.decode([token_id]),
+                      system_fingerprint=fingerprint)
         keep = reply.id if protocol.keeps_responses and call.options.get("store", True) else None
         t0 = time.perf_counter()
         # counted until the answer is sent: a swap closes this policy only after it (``_set_arms``)
@@ -502,6 +507,8 @@ class Router(BackgroundServer):
                            "prompt_tokens": prompt, "completion_tokens": sampled, "ok": True,
                            "api": protocol.route.strip("/")})
         headers = {SESSION_HEADER: sid, "X-Agentboost-Arm": arm} if self.ab else {SESSION_HEADER: sid}
+        if reply.system_fingerprint:
+            headers[WEIGHTS_HEADER] = reply.system_fingerprint
         return await s.deliver(request, protocol, turn, call, reply, headers=headers)
 
     def _failed(self, protocol: Protocol, sid: str, arm: str, t0: float, status: int, message: str) -> web.Response:
@@ -754,6 +761,13 @@ def check_bind(host: str, token: str | None) -> None:
     if not loopback and not token:
         raise ServeInputError(f"--host {host} is not loopback: give --token (or AGENTBOOST_SERVE_TOKEN) so that only "
                               "your clients can call the model")
+
+
+def _fingerprints(policies: dict[str, ServedPolicy]) -> dict[str, Any]:
+    """``/v1/models``' word on the weights served: ``system_fingerprint`` of the one policy, or per arm."""
+    if len(policies) == 1:
+        return {"system_fingerprint": next(iter(policies.values())).system_fingerprint}
+    return {"system_fingerprints": {name: p.system_fingerprint for name, p in policies.items()}}
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:

@@ -106,9 +106,9 @@ def fault_script(tokenizer, latency_s: float = 0.0, hang_s: float = 3600.0):
     triggers the fault its question asks for. ``latency_s`` delays every turn (a slow server)."""
 
     def script(prompt_ids: list[int], index: int) -> ScriptedTurn:
-        m = _FAULT.search(tokenizer.decode(prompt_ids))
-        fault = m.group(1) if m else None
-        if index == 0:
+        if index == 0:  # the fault is the first turn's to trigger (decoding later prompts too was a cost of its own)
+            m = _FAULT.search(tokenizer.decode(prompt_ids))
+            fault = m.group(1) if m else None
             if fault == "sampler_error":
                 return ScriptedTurn(error="injected sampler error")
             if fault == "sampler_timeout":

@@ -1,10 +1,10 @@
 """Log-probabilities of given tokens from a causal LM's final hidden states, without materialising
 the full-vocabulary log-softmax.
 
-``log p(t) = logit_t / T - logsumexp(logits / T)``, computed over chunks of positions. Each chunk
-runs under activation checkpointing: its (positions x vocabulary) logits exist only while that
-chunk is computed, in the forward pass and again in the backward pass, instead of the whole
-(rows x tokens x vocabulary) tensor and its log-softmax staying alive until ``backward``. With
+``log p(t) = logit_t / T - logsumexp(logits / T)``, computed over chunks of positions, with the
+gradient written out (``_HeadLogprobs``): a chunk's (positions x vocabulary) logits exist only
+while that chunk is computed, in the forward pass and again in the backward pass, instead of the
+whole (rows x tokens x vocabulary) tensor and its log-softmax staying alive until ``backward``. With
 SmolLM2's 49,152-token vocabulary that tensor is ~200 KB per position in float32; with Qwen3's
 151,936 it is ~600 KB.
 
@@ -33,12 +33,54 @@ DEFAULT_CHUNK_POSITIONS = 512
 _LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier_scale")
 
 
-def _chunk(hidden: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-           temperature: float) -> torch.Tensor:
+def _logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, temperature: float) -> torch.Tensor:
+    """One chunk's float32 logits, divided by the temperature (in place: the tensor is the chunk's own)."""
     logits = torch.nn.functional.linear(hidden, weight, bias).float()
-    if temperature > 0:
-        logits = logits / temperature
-    return logits.gather(-1, targets[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    return logits.div_(temperature) if temperature > 0 else logits
+
+
+class _HeadLogprobs(torch.autograd.Function):
+    """``log softmax(h W^T / T)[t]`` chunk by chunk, with its gradient written out: the backward
+    pass recomputes a chunk's logits once and turns them into ``g (onehot(t) - softmax) / T`` in
+    place, where autograd through a checkpointed chunk ran the projection and the log-softmax a
+    second time and kept each step's vocabulary-wide tensor for its own backward."""
+
+    @staticmethod
+    def forward(ctx, hidden, targets, weight, bias, temperature, chunk):
+        out = hidden.new_empty(targets.shape, dtype=torch.float32)
+        lse = hidden.new_empty(targets.shape, dtype=torch.float32)
+        for s in range(0, targets.shape[0], chunk):
+            logits = _logits(hidden[s:s + chunk], weight, bias, temperature)
+            lse[s:s + chunk] = torch.logsumexp(logits, dim=-1)
+            out[s:s + chunk] = logits.gather(-1, targets[s:s + chunk, None]).squeeze(-1) - lse[s:s + chunk]
+        ctx.save_for_backward(hidden, targets, weight, bias, lse)
+        ctx.temperature, ctx.chunk = temperature, chunk
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        hidden, targets, weight, bias, lse = ctx.saved_tensors
+        temperature, chunk = ctx.temperature, ctx.chunk
+        scale = 1.0 / temperature if temperature > 0 else 1.0
+        need_h, _, need_w, need_b = ctx.needs_input_grad[:4]
+        grad_h = torch.zeros_like(hidden) if need_h else None
+        grad_w = torch.zeros_like(weight, dtype=torch.float32) if need_w else None
+        grad_b = torch.zeros_like(bias, dtype=torch.float32) if need_b else None
+        for s in range(0, targets.shape[0], chunk):
+            g = grad[s:s + chunk].float()
+            # d logp / d logits = onehot(t) - softmax, times the incoming gradient
+            dlogits = _logits(hidden[s:s + chunk], weight, bias, temperature)
+            dlogits.sub_(lse[s:s + chunk, None]).exp_().mul_(-g[:, None])
+            dlogits.scatter_add_(-1, targets[s:s + chunk, None], g[:, None])
+            dlogits.mul_(scale)  # through the division by the temperature
+            if need_h:
+                grad_h[s:s + chunk] = (dlogits.to(weight.dtype) @ weight).to(hidden.dtype)
+            if need_w:
+                grad_w += dlogits.t() @ hidden[s:s + chunk].float()
+            if need_b:
+                grad_b += dlogits.sum(0)
+        return (grad_h, None, grad_w.to(weight.dtype) if need_w else None,
+                grad_b.to(bias.dtype) if need_b else None, None, None)
 
 
 def head_supports_chunking(model) -> bool:
@@ -53,21 +95,14 @@ def head_supports_chunking(model) -> bool:
 
 def hidden_logprobs(hidden: torch.Tensor, targets: torch.Tensor, head: torch.nn.Linear, temperature: float,
                     chunk_positions: int = DEFAULT_CHUNK_POSITIONS) -> torch.Tensor:
-    """``hidden`` (rows, n, H) predicts ``targets`` (rows, n); returns (rows, n) float32 log-probs."""
-    rows, n = targets.shape
-    flat_h = hidden.reshape(rows * n, hidden.shape[-1])
-    flat_t = targets.reshape(rows * n)
-    out = []
-    grad = torch.is_grad_enabled() and (flat_h.requires_grad or head.weight.requires_grad)
-    for s in range(0, rows * n, chunk_positions):
-        h, t = flat_h[s:s + chunk_positions], flat_t[s:s + chunk_positions]
-        if grad:
-            out.append(checkpoint(_chunk, h, t, head.weight, head.bias, temperature, use_reentrant=False))
-        else:
-            out.append(_chunk(h, t, head.weight, head.bias, temperature))
-    if not out:
-        return hidden.new_zeros((rows, n), dtype=torch.float32)
-    return torch.cat(out).reshape(rows, n)
+    """``hidden`` (..., H) predicts ``targets`` (...); returns float32 log-probs shaped as ``targets``
+    (any leading shape: rows x positions, or the positions picked out of them)."""
+    flat_h = hidden.reshape(-1, hidden.shape[-1])
+    flat_t = targets.reshape(-1)
+    if flat_t.shape[0] == 0:
+        return hidden.new_zeros(targets.shape, dtype=torch.float32)
+    out = _HeadLogprobs.apply(flat_h, flat_t, head.weight, head.bias, temperature, chunk_positions)
+    return out.reshape(targets.shape)
 
 
 def logits_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -74,11 +74,14 @@ def compute_advantages(episodes: list[Episode], estimator: str, norm_by_std: boo
 
 
 def token_logprobs(model, batch: dict[str, Any], temperature: float, checkpoint_layers: bool = True) -> torch.Tensor:
-    """Log-probs of each next token, (rows, width - 1). A shared prefix runs once (batch 1) and its
-    KV cache is repeated for the rows, gradients flowing back through it; the entries it covers
-    predict no trained token and are 0. The vocabulary-wide log-softmax is never materialised for
-    the whole batch, and with ``checkpoint_layers`` (when gradients are recorded) the rows' pass
-    keeps only each decoder layer's input, recomputing the layer in backward (see ``logprobs``)."""
+    """Log-probs of each next token, (rows, width - 1). Only the entries under the batch's
+    ``response_mask`` (the positions that predict a trained token) are computed: the output
+    projection, over the whole vocabulary, runs for those positions alone, and every other entry
+    is 0 (a batch without a ``response_mask`` gets every position). A shared prefix runs once
+    (batch 1) and its KV cache is repeated for the rows, gradients flowing back through it. The
+    vocabulary-wide log-softmax is never materialised for the whole batch, and with
+    ``checkpoint_layers`` (when gradients are recorded) the rows' pass keeps only each decoder
+    layer's input, recomputing the layer in backward (see ``logprobs``)."""
     from .logprobs import (
         checkpointed_layers,
         head_supports_chunking,
@@ -103,10 +106,15 @@ def token_logprobs(model, batch: dict[str, Any], temperature: float, checkpoint_
         with checkpointed_layers(model, checkpoint_layers):
             out = body(input_ids=ids, attention_mask=attn, use_cache=False)
     targets = ids[:, shared + 1:]
+    mask = batch.get("response_mask")
+    wanted = mask[:, shared:] != 0 if mask is not None else torch.ones_like(targets, dtype=torch.bool)
+    states = out.last_hidden_state if chunked else out.logits
+    picked = states[:, :-1][wanted]  # (positions, hidden or vocabulary)
     if chunked:
-        logp = hidden_logprobs(out.last_hidden_state[:, :-1], targets, model.get_output_embeddings(), temperature)
+        values = hidden_logprobs(picked, targets[wanted], model.get_output_embeddings(), temperature)
     else:
-        logp = logits_logprobs(out.logits[:, :-1], targets, temperature)
+        values = logits_logprobs(picked, targets[wanted], temperature)
+    logp = values.new_zeros(targets.shape).masked_scatter(wanted, values)
     if shared:
         logp = torch.cat([logp.new_zeros((ids.shape[0], shared)), logp], dim=1)
     return logp

@@ -20,8 +20,8 @@ PARAMS = SamplingParams(temperature=1.0, max_new_tokens=200)
 EMPTY_THINK = "<think>\n\n</think>\n\n"
 
 
-def run(tok, script, **model_options):
-    spec = StrandsAgentSpec(tools=[add], system_prompt="You are a calculator agent.")
+def run(tok, script, max_model_calls=4, **model_options):
+    spec = StrandsAgentSpec(tools=[add], system_prompt="You are a calculator agent.", max_model_calls=max_model_calls)
     return asyncio.run(run_episode(spec, {"task_id": "t", "question": "What is 17 + 25?"}, ScriptedSampler(script, tok),
                                    ChatRenderer(tok), PARAMS, **model_options))
 
@@ -64,7 +64,8 @@ def test_a_rewritten_history_is_an_error_not_a_silent_split(qwen3_tokenizer):
 def test_the_sequence_budget_bounds_the_row_and_ends_the_episode_truncated(qwen3_tokenizer):
     tok = qwen3_tokenizer
     looping = lambda prompt, i: qwen_call("add", {"a": i, "b": 1})
-    ep = run(tok, looping, always_extend=True, sequence_budget=(2000, 150))
+    # calls enough that the sequence budget, not the limit of model calls, ends the episode
+    ep = run(tok, looping, max_model_calls=20, always_extend=True, sequence_budget=(2000, 150))
     assert ep.status == "truncated" and len(ep.segments) == 1 and len(ep.calls) > 2
     # either no room was left for another turn, or the last turn got only the room left
     assert "sequence budget" in (ep.error or "") or ep.calls[-1].finish_reason == "length"

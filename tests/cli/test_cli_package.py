@@ -19,8 +19,8 @@ from agentboost.sampling.policy_server import VLLMOptions, start_policy_server
 COMMANDS = ["init", "rollout", "models", "serve", "check", "data", "score", "stats", "sandbox", "train", "config", "plot", "export",
             "export-model", "ab", "sft", "eval", "bench", "continual", "jobs"]
 SUBCOMMANDS = [["models", "prepare"], ["models", "list"], ["data", "prepare"], ["data", "verl"], ["sandbox", "info"],
-               ["jobs", "serve"], ["ab", "report"], ["ab", "split"], ["continual", "run"], ["continual", "status"],
-               ["continual", "propose"]]
+               ["jobs", "serve"], ["ab", "report"], ["ab", "split"], ["bench", "list"], ["bench", "run"], ["bench", "report"],
+               ["bench", "rescore"], ["continual", "run"], ["continual", "status"], ["continual", "propose"]]
 
 
 @pytest.mark.parametrize("command", [[c] for c in COMMANDS] + SUBCOMMANDS, ids=" ".join)
@@ -67,7 +67,7 @@ class Recorder:
     """Stands in for HFPolicyServer's constructors and VLLMPolicyServer: records how each was called."""
 
     def __init__(self, monkeypatch, vllm=True):
-        self.calls = []
+        self.calls, self.published = [], []
         rec = self
 
         class FakeVLLM:
@@ -82,10 +82,20 @@ class Recorder:
         monkeypatch.setattr(vllm_server, "VLLMPolicyServer", FakeVLLM)
         monkeypatch.setattr(vllm_server, "find_vllm_python", lambda configured=None: "/vllm/python" if vllm else None)
         monkeypatch.setattr(vllm_server, "is_cpu_build", lambda python: True)
+        class FakeHF:
+            """The started hf server: its engine's model, and the version it is told to report."""
+            engine = type("Engine", (), {"model": "the-model"})()
+
+            def publish(self, model, version):
+                rec.published.append((model, version))  # apart from the constructors' calls
+
+            def __eq__(self, other):
+                return other == "hf-server"
+
         monkeypatch.setattr(policy_server.HFPolicyServer, "start",
-                            classmethod(lambda cls, *a, **kw: rec.calls.append(("hf.start", a, kw)) or "hf-server"))
+                            classmethod(lambda cls, *a, **kw: rec.calls.append(("hf.start", a, kw)) or FakeHF()))
         monkeypatch.setattr(policy_server.HFPolicyServer, "from_pretrained",
-                            classmethod(lambda cls, *a, **kw: rec.calls.append(("hf.load", a, kw)) or "hf-server"))
+                            classmethod(lambda cls, *a, **kw: rec.calls.append(("hf.load", a, kw)) or FakeHF()))
         import agentboost.models.loading as loading
 
         monkeypatch.setattr(loading, "resolve_model_path", lambda name: f"/cache/{name}")
@@ -96,6 +106,7 @@ def test_serve_and_rollout_start_the_server_as_before(monkeypatch):
     # serve, hf: the model loaded by name, served under it
     assert start_policy_server("hf", "smol", served_name="smol", max_batch_size=8, host="0.0.0.0", port=8000) == \
         ("hf", "hf-server")
+    assert rec.published == [("the-model", 0)]  # its answers report version 0
     assert rec.calls.pop() == ("hf.load", ("smol", 8), {"batch_wait_s": 0.01, "host": "0.0.0.0", "port": 8000,
                                                          "model_name": "smol"})
     # serve, vllm: vLLM's defaults but the host, port and name

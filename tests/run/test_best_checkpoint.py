@@ -39,6 +39,7 @@ class Stub:
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: 1.0)
         self.stream = SimpleNamespace(state=lambda: {"epoch": 0, "offset": 0})
+        self.rollouts = None  # synchronous: the checkpoint saves the stream's own position
         self.cfg = SimpleNamespace(model=SimpleNamespace(lora=False))
         self.events, self.lines = [], []
         self.metrics = SimpleNamespace(log_event=self.events.append)

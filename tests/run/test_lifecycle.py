@@ -45,7 +45,11 @@ def test_sigterm_finishes_the_step_checkpoints_and_ends_cancelled(tmp_path, smol
     proc = start(run, [*SMALL, "run.steps=50", "run.checkpoint_every=0", *POLICY[policy]])
     try:
         wait_for(proc, "step 1/")
-        proc.send_signal(signal.SIGTERM)  # during a later step, or between two: that step finishes
+        # step 2 is under way: its episodes are in (every one truncated at 16 tokens, which the run's
+        # health check reports before the update). A signal right after step 1's line could land
+        # between the steps, where no step is in progress to finish.
+        wait_for(proc, "warning: step 2:")
+        proc.send_signal(signal.SIGTERM)  # the step in progress finishes
         out, err = proc.communicate(timeout=300)
     finally:
         proc.kill()

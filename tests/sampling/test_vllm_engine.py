@@ -4,6 +4,7 @@ lifecycle. Needs the engine's own environment (``bash setup.sh --vllm``); skippe
 without it, and failed instead when CI=true."""
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import uuid
 
 import pytest
 import torch
-from helpers import REPO, chat_prompt_ids, vllm_python_or_skip
+from helpers import REPO, chat_prompt_ids, cli, vllm_python_or_skip
 
 from agentboost.sampling.http_sampler import HttpSampler
 from agentboost.sampling.policy_version import read_policy_version
@@ -332,6 +333,14 @@ def test_training_on_vllm_syncs_the_adapter_every_step_and_leaves_no_server(smol
     finally:
         trainer.close()
     assert wait_no_processes(mark, timeout=60) == []
+    # every sync verified against the engine's own fingerprint (the base it started from, then merged weights)
+    synced = [json.loads(line) for line in (run / "weights.jsonl").read_text().splitlines()]
+    assert [(r["version"], r["sync"], r["match"]) for r in synced] == [(0, "base", True), (1, "merged", True),
+                                                                     (2, "merged", True)]
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert all(m["parity_tokens"] > 0 and m["parity_p99_abs_diff"] < m["parity_p99_bound"] for m in metrics)
+    checked = cli("check", str(run))
+    assert checked.returncode == 0, checked.stdout
 
     # `agentboost eval` (and compare_to_base) sample on the configured engine too: the run's
     # checkpoint goes onto a fresh vLLM server as an adapter, and its episodes are that adapter's

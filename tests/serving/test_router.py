@@ -363,3 +363,31 @@ def test_serve_speaks_responses_and_anthropic_messages(tmp_path, smollm2_tok):
     events = [json.loads(line) for line in (tmp_path / "ab.jsonl").read_text().splitlines()]
     assert [(e["user"], e["arm"]) for e in events if e["event"] == "assign"] == [("r-user", r_arm), ("a-user", a_arm)]
     assert [e["api"] for e in events if e["event"] == "call"] == ["responses", "responses", "messages", "messages"]
+
+
+def test_answers_and_models_carry_the_served_weights_fingerprint(tmp_path, smollm2_tok):
+    """What ``load_served_policy`` verified (run/verify.py verify_served) is what every answer names:
+    OpenAI's system_fingerprint in chat completions (every chunk streamed), a header in every protocol."""
+    base, exp = arm("baseline", smollm2_tok, "five"), arm("experiment", smollm2_tok, "5")
+    base.identity = {"version": 0, "digest": "00aa11bb22cc33dd", "checkpoint_step": None, "run_verified": False}
+    exp.identity = {"version": 1, "digest": "0123456789abcdef", "checkpoint_step": 12, "run_verified": True}
+    assert exp.system_fingerprint == "agentboost-step12-0123456789abcdef"
+    with Router({"experiment": exp}, out_dir=tmp_path / "one", token=TOKEN) as router:
+        with urllib.request.urlopen(urllib.request.Request(router.url + "/v1/models",
+                                                           headers={"Authorization": f"Bearer {TOKEN}"})) as r:
+            assert json.loads(r.read())["data"][0]["system_fingerprint"] == exp.system_fingerprint
+        msg = {"messages": [{"role": "user", "content": "2+3?"}]}
+        status, headers, body = post(router.url + "/v1/chat/completions", msg)
+        assert status == 200 and json.loads(body)["system_fingerprint"] == exp.system_fingerprint
+        assert headers["X-Agentboost-Weights"] == exp.system_fingerprint
+        status, _, body = post(router.url + "/v1/chat/completions", {**msg, "stream": True})
+        chunks = [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: {")]
+        assert chunks and all(c["system_fingerprint"] == exp.system_fingerprint for c in chunks)
+        status, headers, _ = post(router.url + "/v1/messages", {"model": "agentboost", "max_tokens": 16, **msg},
+                                  headers={"anthropic-version": "2023-06-01"})
+        assert status == 200 and headers["X-Agentboost-Weights"] == exp.system_fingerprint
+    with Router({"baseline": base, "experiment": exp}, split=0.5, out_dir=tmp_path / "ab", token=TOKEN) as router:
+        with urllib.request.urlopen(urllib.request.Request(router.url + "/v1/models",
+                                                           headers={"Authorization": f"Bearer {TOKEN}"})) as r:
+            assert json.loads(r.read())["data"][0]["system_fingerprints"] == {
+                "baseline": "agentboost-v0-00aa11bb22cc33dd", "experiment": exp.system_fingerprint}

@@ -106,3 +106,47 @@ def test_checkpointed_layers_give_the_same_logprobs_and_gradients(lora_model, sh
     assert torch.allclose(g1, g0, atol=1e-5 * g0.abs().max().item()) and g0.abs().max() > 0
     # the layers are themselves again afterwards
     assert all("forward" not in layer.__dict__ for layer in model.get_decoder().layers)
+
+
+@pytest.mark.parametrize("shared", [0, 8])
+def test_the_output_projection_runs_only_where_a_token_is_trained(lora_model, monkeypatch, shared):
+    """The vocabulary-wide projection is the costliest matrix of a small model; positions that predict
+    no trained token (the prompt, tool results, padding) never go through it, and read 0."""
+    model, tok = lora_model
+    batch = pad_batch(rows(tok), tok.pad_token_id, min_shared_prefix=shared)
+    m = batch["response_mask"].bool()
+    projected = []
+    logits = lp._logits
+    monkeypatch.setattr(lp, "_logits", lambda h, *a: projected.append(h.shape[0]) or logits(h, *a))
+    with torch.no_grad():
+        logp = token_logprobs(model, batch, 0.8)
+        ref = full_softmax(model, batch, 0.8)
+    assert sum(projected) == int(m.sum()) < m.numel()
+    assert torch.allclose(logp[m], ref[m], atol=1e-4) and bool((logp[~m] == 0).all())
+
+
+@pytest.mark.parametrize("temperature", [0.7, 0.0])
+def test_the_heads_written_out_gradient_is_autograds(temperature):
+    """The projection's log-probs and their gradient for the hidden states, the weight and the bias
+    (a trained head: full fine-tuning), against autograd through the full log-softmax, in chunks
+    smaller than the positions."""
+    torch.manual_seed(0)
+    head = torch.nn.Linear(16, 50, bias=True)
+    hidden = torch.randn(13, 16, requires_grad=True)
+    targets = torch.randint(0, 50, (13,))
+    weights = torch.randn(13)
+
+    def grads(fn):
+        for t in (hidden, head.weight, head.bias):
+            t.grad = None
+        out = fn()
+        (out * weights).sum().backward()
+        return [out.detach()] + [t.grad.clone() for t in (hidden, head.weight, head.bias)]
+
+    def reference():
+        logits = head(hidden) / (temperature or 1.0)
+        return torch.log_softmax(logits, -1).gather(-1, targets[:, None]).squeeze(-1)
+
+    for ours, ref in zip(grads(lambda: lp.hidden_logprobs(hidden, targets, head, temperature, chunk_positions=4)),
+                         grads(reference)):
+        assert torch.allclose(ours, ref, atol=1e-5), (ours - ref).abs().max()

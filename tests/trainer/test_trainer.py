@@ -153,6 +153,18 @@ def test_smoke_run_updates_the_adapter_and_writes_everything(tmp_path, smollm2_p
     for m in lines:
         assert math.isfinite(m["loss"]) and m["grad_norm"] > 0 and m["trained_tokens"] > 0
         assert m["all_equal_group_rate"] == 0.0 and sum(m["statuses"].values()) == 6
+        # the policy served is the policy trained: each publish verified, each step's log-probs checked
+        assert m["weights_version"] == m["step"] and len(m["weights_fingerprint"]) == 16
+        assert m["parity_tokens"] > 0 and m["parity_mean_abs_diff"] < m["parity_mean_bound"]
+        assert m["parity_p99_abs_diff"] < m["parity_p99_bound"]
+        # read from the update's own first pass: every token it trained on, no forward pass of its own
+        assert m["parity_source"] == "update" and m["parity_tokens"] == m["trained_tokens"]
+    synced = [json.loads(line) for line in (run / "weights.jsonl").read_text().splitlines()]
+    assert [(r["version"], r["sync"], r["match"]) for r in synced] == [(0, "hf-lora", True), (1, "hf-lora", True),
+                                                                     (2, "hf-lora", True)]
+    checked = cli("check", str(run))
+    episodes = sum(len(f.read_text().splitlines()) for f in (run / "episodes").glob("*.jsonl"))  # training + validation
+    assert checked.returncode == 0 and f"versions=3 steps=2 episodes={episodes} " in checked.stdout, checked.stdout
     assert (run / "checkpoints" / "latest").read_text() == "step_000002"
     assert (run / "checkpoints" / "step_000002" / "adapter" / "adapter_model.safetensors").is_file()
     assert (run / "plots" / "reward.png").is_file() and any((run / "tensorboard").iterdir())

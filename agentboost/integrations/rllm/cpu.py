@@ -17,8 +17,9 @@ imports the fork's workers. Nothing of the fork's or rLLM's files is edited. ``i
   agentboost's completions server (token ids in, token ids and log-probs out, as the fork's patched
   vLLM server answers) over ``cpu_backend.CpuRolloutPolicy``. Its ``wake_up()`` (which rLLM's engine, with
   agentboost's override, calls before every rollout phase) pulls the actor's current weights and
-  serves them; every response carries ``weight_version``: the number of optimizer updates the
-  served weights have had (the actor's LR-scheduler count), which each episode records per call.
+  serves them, verified against the actor's fingerprint of what it sent (``run/verify.py``); every
+  response carries ``weight_version``: the number of optimizer updates the served weights have had
+  (the actor's LR-scheduler count), which each episode records per call, and ``weight_fingerprint``.
 
 Ray's ``GPU`` resources are logical: ``init_ray(num_gpus=N)`` declares as many as the fork's
 workers need (``trainer.n_gpus_per_node``), so its placement groups work unchanged on the CPU.
@@ -146,11 +147,12 @@ class CPUWorkerRollout:
     def execute_method(self, method: str | bytes, *args: Any, **kwargs: Any) -> Any:
         if method != _WEIGHTS:
             raise NotImplementedError(f"the agentboost_cpu rollout answers {_WEIGHTS!r} only, not {method!r}")
-        return self.weights()
+        return self.weights(*args, **kwargs)
 
-    def weights(self) -> dict[str, Any] | None:
-        """The actor's full weights (on rank 0; every rank takes part in gathering them) and how
-        many optimizer updates they have had."""
+    def weights(self, dtype: str = "float32") -> dict[str, Any] | None:
+        """The actor's full weights (on rank 0; every rank takes part in gathering them), how many
+        optimizer updates they have had, and their fingerprint as a server of ``dtype`` will hold
+        them (``run/verify.py``: taken here, on the trainer's side, before they travel)."""
         import torch.distributed as dist
         from torch.distributed.fsdp import FullStateDictConfig, StateDictType
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
@@ -167,7 +169,10 @@ class CPUWorkerRollout:
         scheduler = getattr(self.worker, "actor_lr_scheduler", None)
         # LambdaLR counts from 0 and steps once per update_actor: the updates these weights have had
         updates = int(scheduler.last_epoch) if scheduler is not None else None
-        return {"weights": {k: v.detach().to("cpu").contiguous() for k, v in state.items()}, "updates": updates}
+        from ..cpu_backend import sent_fingerprint
+
+        weights = {k: v.detach().to("cpu").contiguous() for k, v in state.items()}
+        return {"weights": weights, "updates": updates, "fingerprint": sent_fingerprint(weights, updates, dtype)}
 
 
 class CPUCompletionsServer:
@@ -219,10 +224,12 @@ class CPUCompletionsServer:
         """The actor's current weights into the served policy (every worker takes part)."""
         if not self.workers:
             raise RuntimeError("wake_up before init_engine: the server knows no actor workers")
-        outs = await asyncio.gather(*[w.execute_method.remote(_WEIGHTS) for w in self.workers])
+        outs = await asyncio.gather(*[w.execute_method.remote(_WEIGHTS, self.policy.dtype) for w in self.workers])
         state = next(o for o in outs if o is not None)
-        await asyncio.to_thread(self.policy.load_weights, state["weights"], state["updates"], "update")
+        await asyncio.to_thread(self.policy.load_weights, state["weights"], state["updates"], "update",
+                                state["fingerprint"])
         self.server.weight_version = self.policy.version
+        self.server.weight_fingerprint = self.policy.digest
         self.awake = True
 
     async def sleep(self) -> None:

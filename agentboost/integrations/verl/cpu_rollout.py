@@ -29,7 +29,7 @@ import torch
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
-from ..cpu_backend import CpuRolloutPolicy
+from ..cpu_backend import CpuRolloutPolicy, sent_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -63,15 +63,22 @@ class CPURolloutServer:
         res = await asyncio.wrap_future(self.engine.submit(list(prompt_ids), params))
         return TokenOutput(token_ids=list(res.response_ids),
                            log_probs=list(res.logprobs) if sp.get("logprobs") else None,
-                           stop_reason="completed", extra_fields={"global_steps": self.global_steps})
+                           stop_reason="completed", extra_fields={"global_steps": self.global_steps,
+                                                                  "weight_fingerprint": self.policy.digest})
 
-    def load_weights(self, weights: dict[str, torch.Tensor], global_steps: int | None) -> int:
-        """The trained policy's weights, by the Hugging Face names veRL sends (``CpuRolloutPolicy``)."""
-        return self.policy.load_weights(weights, global_steps, label="step")
+    def served_dtype(self) -> str:
+        return self.policy.dtype
+
+    def load_weights(self, weights: dict[str, torch.Tensor], global_steps: int | None,
+                     expected: dict[str, Any] | None = None) -> int:
+        """The trained policy's weights, by the Hugging Face names veRL sends (``CpuRolloutPolicy``),
+        verified against ``expected``, the sender's fingerprint of them."""
+        return self.policy.load_weights(weights, global_steps, label="step", expected=expected)
 
     def weight_state(self) -> dict[str, Any]:
         state = self.policy.weight_state()
-        return {"global_steps": state["version"], "loads": state["loads"], "max_abs_change": state["max_abs_change"]}
+        return {"global_steps": state["version"], "loads": state["loads"], "max_abs_change": state["max_abs_change"],
+                "fingerprint": state["fingerprint"]}
 
     # the control surface veRL calls on every server; on CPU there is no memory to release
     async def wake_up(self):
@@ -128,7 +135,9 @@ class CPUServerAdapter(BaseRollout):
             return
         state = {name: tensor.detach().to("cpu", copy=True).contiguous() for name, tensor in weights}
         server = ray.get_actor(_server_name(self.replica_rank))
-        await server.load_weights.remote(state, kwargs.get("global_steps"))
+        # what the trainer means the replica to serve, fingerprinted before it leaves (run/verify.py)
+        expected = sent_fingerprint(state, kwargs.get("global_steps"), await server.served_dtype.remote())
+        await server.load_weights.remote(state, kwargs.get("global_steps"), expected)
 
 
 class CPURolloutReplica(RolloutReplica):

@@ -8,6 +8,7 @@ pytest each, and requires every test in it to pass: none may skip. conftest.py c
 only then, and those files only where they run directly (so nothing is collected twice, and nothing
 skips for want of rLLM in the wrong interpreter)."""
 
+import contextlib
 import itertools
 import os
 import re
@@ -15,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import REPO, RLLM_ENV_TESTS, rllm_python
+from helpers import REPO, RLLM_ENV_TESTS, one_ray_smoke_at_a_time, rllm_python
 
 HERE = Path(__file__).resolve().parent
 
@@ -56,8 +57,9 @@ def test_the_rllm_tests_pass_in_the_rllm_environment(name, record_property):
     python = rllm_python()
     # the inner pytest is a plain run, not an xdist worker; it inherits this worker's one OpenMP thread
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST") and k != "PYTEST_CURRENT_TEST"}
-    r = subprocess.run([python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(HERE / name)],
-                       cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    with one_ray_smoke_at_a_time() if "smoke" in name else contextlib.nullcontext():
+        r = subprocess.run([python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(HERE / name)],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
     out = r.stdout + r.stderr
     for line in profile_lines(out):
         record_property("profile", line)  # the inner run's: where the smoke's minutes went

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import REPO, RayWatch, cli, fresh_shell_env, run_logged, when
+from helpers import REPO, RayWatch, cli, fresh_shell_env, one_ray_smoke_at_a_time, run_logged, when
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -24,7 +24,7 @@ def test_main_ppo_runs_two_steps_on_cpu_and_syncs_the_weights(tmp_path, record_p
     env = fresh_shell_env(CPU_SMOKE="1", SMOKE_DIR=str(tmp_path), SMOKE_REWARD="helpers:length_reward",
                           PYTHONPATH=os.pathsep.join(p for p in (tests_dir, os.environ.get("PYTHONPATH", "")) if p),
                           **watch.env())
-    with watch:
+    with one_ray_smoke_at_a_time(), watch:
         code, log = run_logged(["bash", str(REPO / "examples/math/train_math_with_strands.sh")], env=env,
                                cwd=tmp_path, timeout=480)
     out = "\n".join(line for _, line in log)
