@@ -64,7 +64,8 @@ def live_test(rows: list[dict[str, Any]], loop: LoopConfig) -> dict[str, Any]:
         kind = r.get("event")
         if kind == "assign" and r.get("arm") in sessions:
             sessions[r["arm"]].add(r["session"])
-        elif kind == "feedback" and r.get("arm") in sessions:
+        elif kind == "feedback" and r.get("session") in sessions.get(r.get("arm"), ()):
+            # a session assigned in this test: an outcome may come for one served before it (by other arms)
             first.setdefault(r["session"], len(first))
             last[r["session"]] = r
     order = sorted(first, key=first.get)

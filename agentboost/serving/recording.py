@@ -19,6 +19,8 @@ of the same task form a GRPO group whoever sent them.
 A session is written when its outcome arrives (a later outcome writes it again: the last line of
 an ``episode_id`` counts) and when it ends without one (forgotten past ``max_sessions``, the arms
 changed, the server stopped); a session with no outcome is kept, with ``reward`` null, and counted.
+An outcome may come after the session left (its user posts it after a swap, or after a restart:
+the server scores the session it still holds, or else its record) and writes it again.
 """
 
 from __future__ import annotations
@@ -68,9 +70,10 @@ class SessionRecorder:
         self.written = 0
 
     def write(self, s: Session, served: dict[str, Any], episode: Episode | None = None,
-              outcome: dict[str, Any] | None = None) -> Episode:
+              outcome: dict[str, Any] | None = None, final: bool = False) -> Episode:
         """Write session ``s`` (``episode``: its record, already scored by the caller; else built
-        here). ``served``: the arm, spec and user it was served under; ``outcome``: the feedback."""
+        here). ``served``: the arm, spec and user it was served under; ``outcome``: the feedback.
+        ``final``: the session has left the server (``end`` was called): nothing more to track."""
         ep = episode if episode is not None else s.episode()
         if "task_id" not in s.task:
             first = s.lineages[0].model if s.lineages else None
@@ -82,9 +85,37 @@ class SessionRecorder:
             if self._writer is None:
                 return ep
             self._writer.write(ep)
-            self._written[s.id] = s.num_calls() + (s.failure is not None or s.incomplete is not None)
+            if final:  # a later session of the same id (one going on after a swap) is another record
+                self._written.pop(s.id, None)
+            else:
+                self._written[s.id] = s.num_calls() + (s.failure is not None or s.incomplete is not None)
             self.written += 1
         return ep
+
+    def recorded(self, session_id: str) -> tuple[Episode, dict[str, Any]] | None:
+        """The latest record of a session that is no longer held (served before a restart), as an
+        episode, and what it was served under; None if it was never recorded. Reads the file: for
+        the outcome of a session the server no longer holds, which is rare (every line is flushed)."""
+        found = None
+        for rec in latest_records(self.path).values():
+            served = (rec.get("metadata") or {}).get("served") or {}
+            if served.get("session") == session_id:
+                found = rec  # the last one: a session id used again after a swap is its latest session
+        if found is None:
+            return None
+        served = {k: v for k, v in found["metadata"]["served"].items() if k not in ("outcome", "recorded_at")}
+        return Episode.from_dict(found), served
+
+    def rewrite(self, ep: Episode, served: dict[str, Any], outcome: dict[str, Any]) -> None:
+        """A recorded session (``recorded``) written again with its outcome (``ep`` scored by the caller)."""
+        task = outcome.get("task") or {}
+        if isinstance(task.get("task_id"), (str, int)):
+            ep.task_id = ep.group_id = str(task["task_id"])  # the feedback's task, as for a held session
+        ep.metadata["served"] = {**served, "outcome": outcome, "recorded_at": time.time()}
+        with self._lock:
+            if self._writer is not None:
+                self._writer.write(ep)
+                self.written += 1
 
     def end(self, s: Session, served: dict[str, Any]) -> None:
         """A session leaves the server: written unless its last record already holds every call

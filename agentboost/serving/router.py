@@ -53,6 +53,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +177,27 @@ class EventLog:
             self._f = None
 
 
+@dataclass
+class Left:
+    """A session that left the server, kept for the outcome its user may still post."""
+    session: Session
+    served: dict[str, Any]  # its arm, spec and user (the record's)
+    arm: str
+    env: Any  # the reward of the arm that served it (a StrandsEnv), or None
+
+
+def reward_range(env: Any) -> tuple[float, float]:
+    """The rewards feedback may post for an arm whose reward is ``env``'s: the range that reward
+    declares, else +-FEEDBACK_BOUND."""
+    declared = None
+    if env is not None and isinstance(env.reward, str) and env.reward != "judge":
+        try:
+            declared = declared_range(get_reward(env.reward))
+        except InputError:
+            declared = None
+    return declared or (-FEEDBACK_BOUND, FEEDBACK_BOUND)
+
+
 def check_arms(names: Any) -> bool:
     """One policy (any name) or the two arms of an A/B test; True for an A/B test."""
     names = sorted(names)
@@ -247,6 +269,9 @@ class Router(BackgroundServer):
         self._served: dict[str, dict[str, Any]] = {}  # held session id -> its arm, spec and user (the record's)
         self._inflight: dict[int, int] = {}  # id(policy) -> requests it is answering now
         self._ending: dict[str, tuple[Session, dict[str, Any]]] = {}  # left with a call in flight: recorded after it
+        # sessions that left the server (new arms, past max_sessions): a user's outcome may still come for
+        # them, scored by the reward of the arm that served them. The newest max_sessions are kept
+        self._left: OrderedDict[str, Left] = OrderedDict()
         before = earlier_test(self.events.path, {n: p.spec for n, p in policies.items()})
         if before is not None:  # the same test started again: its assignments, draws and split go on
             salt, min_effect = salt or before["salt"], min_effect if min_effect is not None else before["min_effect"]
@@ -334,8 +359,10 @@ class Router(BackgroundServer):
             log.warning("arm %s: its prompt policy is left out (the arm now serves %s)", n,
                         policies[n].spec if n in policies else "nothing")
             del self.prompt_policies[n]
+        # recorded as they stand (while the arms that served them are still known): a session that goes on
+        # is a new one, on the new arms; its outcome, if it comes now, still counts (``_left``)
+        self._end_sessions()
         self.policies, self.ab, self.split, self.salt = policies, ab, new_split, uuid.uuid4().hex
-        self._end_sessions()  # recorded as they stand: a session that goes on is a new one, on the new arms
         self._assigned, self._session_arm, self._sessions = {}, {}, OrderedDict()
         self.metrics.split.set(new_split)
         self._write_config(by)
@@ -351,6 +378,7 @@ class Router(BackgroundServer):
 
             s = Session(new_model=new_model, id=sid)
             self._sessions[sid] = s
+            self._left.pop(sid, None)  # it goes on, on these arms: an outcome now is this session's
             self._served[sid] = {"arm": arm, "spec": p.spec, "description": p.description}
             while len(self._sessions) > self.max_sessions:
                 gone, held = self._sessions.popitem(last=False)  # the longest idle: its next call renders afresh
@@ -361,9 +389,16 @@ class Router(BackgroundServer):
 
     def _end(self, sid: str, s: Session) -> None:
         """A session leaves the server (forgotten, the arms changed, the server stops): recorded;
-        one whose call is in flight (a swap while it samples) when that call has ended."""
+        one whose call is in flight (a swap while it samples) when that call has ended. Its outcome
+        may still come (``_left``)."""
         served = self._served.pop(sid, None)
-        if self.recorder is None or served is None:
+        if served is None:
+            return
+        policy = self.policies.get(served["arm"])
+        self._left[sid] = Left(s, served, served["arm"], policy.env if policy is not None else None)
+        while len(self._left) > self.max_sessions:
+            self._left.popitem(last=False)
+        if self.recorder is None:
             return
         if s.lock is not None and s.lock.locked():
             self._ending[sid] = (s, served)
@@ -528,33 +563,41 @@ class Router(BackgroundServer):
         if not isinstance(body, dict) or not isinstance(body.get("session_id"), str):
             return _error(400, "feedback needs 'session_id' (the X-Agentboost-Session of the conversation)")
         sid = body["session_id"]
-        arm = self._session_arm.get(sid)
+        arm, s, served = self._session_arm.get(sid), self._sessions.get(sid), self._served.get(sid)
+        env = self.policies[arm].env if arm in self.policies else None
+        left = self._left.get(sid) if s is None else None
+        if left is not None:  # served, then it left the server (new arms, max_sessions): its outcome counts
+            arm, s, served, env = left.arm, left.session, left.served, left.env
         if arm is None:
             return _error(404, f"unknown session {sid!r}: no call was served under it")
         reward, success, source = body.get("reward"), body.get("success"), "client"
         if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
             return _error(400, "'reward' must be a number")
         if reward is not None:
-            low, high = self._reward_range(arm)
+            low, high = reward_range(env)
             if not (math.isfinite(reward) and low <= reward <= high):  # never into a figure of ab report
                 return _error(400, f"'reward' must be a finite number in [{low:g}, {high:g}] (the arm's reward's "
                                    f"declared range, else serve's bound), got {reward!r}")
         if success is not None and not isinstance(success, bool):
             return _error(400, "'success' must be true or false")
         task = body.get("task")
-        s = self._sessions.get(sid)
         episode = None
         if task is not None:
             if not isinstance(task, dict):
                 return _error(400, "'task' must be the task row (an object with its answer)")
-            env = self.policies[arm].env if arm in self.policies else None
             if env is None:
                 return _error(400, f"arm {arm} has no reward to score with: post 'reward' or 'success'")
-            if s is None:
-                return _error(409, f"session {sid!r} is no longer held (max_sessions): post 'reward' or 'success'")
-            if isinstance(task.get("task_id"), (str, int)):
-                s.task = task  # the record's task: sessions of one task form a group
-            episode = s.episode()
+            recorded = None
+            if s is None:  # served before a restart: its conversation is in its record, if it was recorded
+                recorded = self.recorder.recorded(sid) if self.recorder is not None else None
+                if recorded is None:
+                    return _error(409, f"session {sid!r} is no longer held (forgotten past max_sessions, or served "
+                                       "before a restart, unrecorded): post 'reward' or 'success'")
+                episode, served = recorded
+            else:
+                if isinstance(task.get("task_id"), (str, int)):
+                    s.task = task  # the record's task: sessions of one task form a group
+                episode = s.episode()
             if episode.failed and episode.status != Status.INCOMPLETE:
                 # the server failed the user (a sampler error): a failed session, worth the failed reward
                 episode.reward, success = env.failed_reward, False
@@ -575,21 +618,13 @@ class Router(BackgroundServer):
         event = {"event": "feedback", "session": sid, "arm": arm, "reward": reward, "success": success,
                  "source": source}
         self.events.write(event)
-        if self.recorder is not None and s is not None and sid in self._served:
-            outcome = {"reward": reward, "success": success, "source": source, **({"task": task} if task else {})}
-            self.recorder.write(s, self._served[sid], episode, outcome)
+        outcome = {"reward": reward, "success": success, "source": source, **({"task": task} if task else {})}
+        if self.recorder is not None and s is not None and served is not None:
+            # a session that left is written again with its outcome, and stays left (nothing more to write)
+            self.recorder.write(s, served, episode, outcome, final=left is not None)
+        elif self.recorder is not None and episode is not None:  # scored from its record: written again, scored
+            self.recorder.rewrite(episode, served, outcome)
         return web.json_response({k: v for k, v in event.items() if k != "event"})
-
-    def _reward_range(self, arm: str) -> tuple[float, float]:
-        """The rewards feedback may post for ``arm``: the range its reward declares, else +-FEEDBACK_BOUND."""
-        env = self.policies[arm].env
-        declared = None
-        if env is not None and isinstance(env.reward, str) and env.reward != "judge":
-            try:
-                declared = declared_range(get_reward(env.reward))
-            except InputError:
-                declared = None
-        return declared or (-FEEDBACK_BOUND, FEEDBACK_BOUND)
 
     async def _ab(self, request: web.Request) -> web.Response:
         from .report import ab_report

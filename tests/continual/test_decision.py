@@ -49,6 +49,11 @@ def test_promotion_rollback_and_window():
     rows = log([("baseline", 0.0), ("experiment", 0.0)])
     rows.append({"event": "feedback", "session": "s1", "arm": "experiment", "reward": 1.0, "success": True})
     assert live_test(rows, loop)["arms"]["experiment"]["mean"] == 1.0
+    # an outcome for a session served before this test began (the server keeps those: it was served)
+    # belongs to the arm that served it, not to this test's arm of the same name
+    rows.append({"event": "feedback", "session": "before", "arm": "experiment", "reward": 0.0, "success": False})
+    r = live_test(rows, loop)
+    assert r["outcomes"] == 2 and r["arms"]["experiment"]["mean"] == 1.0
 
 
 def test_guards_roll_back_with_their_reason():

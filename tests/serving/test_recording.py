@@ -17,6 +17,7 @@ from agentboost.episodes.record import check_episode, read_episodes
 from agentboost.sampling.scripted import ScriptedSampler, ScriptedTurn
 from agentboost.serving.policies import ServedPolicy
 from agentboost.serving.recording import latest_records, opening_task_id
+from agentboost.serving.report import ab_report
 from agentboost.serving.router import Router, ServeInputError
 
 
@@ -189,3 +190,61 @@ def test_two_prompts_of_one_model_share_its_engine(tmp_path, smollm2_path):
     assert "said the demonstration" in prompt_text  # the demonstration turns came first
     assert [m["role"] for m in rec["messages"]][:1] == ["user"] and "demonstration" not in json.dumps(rec["messages"])
     assert shared.users == 0 and shared.server is None  # the engine closed with the last arm that used it
+
+
+def test_feedback_for_a_session_served_before_a_swap_or_evicted_is_kept(tmp_path, smollm2_tok):
+    """A user's outcome arrives after the session left the server: the arms changed (a loop's
+    promotion, rollback or new test), it was forgotten past max_sessions, or the server restarted
+    (scored from its record). The session was served,
+    so its outcome counts: scored by the reward of the arm that served it, its record rewritten
+    with it, and logged under that arm (the report of the new test leaves it out: it was not
+    assigned there). Only a session that was never served is unknown (404)."""
+    from agentboost.environments.strands_env import StrandsEnv
+
+    def scored(spec, answer):
+        p = arm(spec, smollm2_tok, answer)
+        p.env = StrandsEnv(reward="exact_answer")
+        return p
+
+    def loader(arms, current):
+        have = {p.spec: p for p in current.values()}
+        return {name: have.get(spec) or scored(spec, "The answer is 7.") for name, spec in arms.items()}
+
+    task = {"task_id": "t5", "answer": "5"}
+    with Router({"policy": scored("v1", "The answer is 5.")}, out_dir=tmp_path, token=TOKEN, loader=loader,
+                record=True, max_sessions=2) as r:
+        assert chat(r.url, "before-swap")[0] == 200
+        assert chat(r.url, "before-swap-2")[0] == 200
+        status, _, body = post(r.url + "/v1/admin/arms", {"arms": {"baseline": "v1", "experiment": "v2"},
+                                                         "split": 1.0, "by": "test"})
+        assert status == 200 and json.loads(body)["changed"] == "arms"
+        status, _, body = post(r.url + "/v1/feedback", {"session_id": "before-swap", "task": task})
+        assert status == 200, body
+        assert json.loads(body)["success"] is True and json.loads(body)["arm"] == "policy"  # v1's answer, v1's arm
+        status, _, body = post(r.url + "/v1/feedback", {"session_id": "before-swap-2", "reward": 2.0})
+        assert status == 400 and "[0, 1]" in body  # the range of the reward of the arm that served it
+        status, _, body = post(r.url + "/v1/feedback", {"session_id": "before-swap-2", "reward": 0.0})
+        assert status == 200, body
+        for sid in ("new-1", "new-2", "new-3"):  # past max_sessions=2: new-1 is forgotten
+            assert chat(r.url, sid)[0] == 200
+        status, _, body = post(r.url + "/v1/feedback", {"session_id": "new-1", "task": {"task_id": "t7", "answer": "7"}})
+        assert status == 200 and json.loads(body)["success"] is True, body
+        status, _, body = post(r.url + "/v1/feedback", {"session_id": "never-served", "success": True})
+        assert status == 404 and "unknown session 'never-served'" in body
+        report = ab_report(tmp_path / "ab.jsonl")
+    # a restart of the same test: a session served before it is scored from its record
+    with Router({"baseline": scored("v1", "x"), "experiment": scored("v2", "x")}, out_dir=tmp_path, token=TOKEN,
+                record=True) as r:
+        status, _, body = post(r.url + "/v1/feedback", {"session_id": "new-3", "task": {"task_id": "t7", "answer": "7"}})
+        assert status == 200 and json.loads(body)["success"] is True and json.loads(body)["arm"] == "experiment", body
+    by_session = {rec["metadata"]["served"]["session"]: rec for rec in latest_records(tmp_path / "sessions.jsonl").values()}
+    restarted = by_session["new-3"]
+    assert restarted["reward"] == 1.0 and restarted["task_id"] == "t7" and restarted["metadata"]["served"]["spec"] == "v2"
+    assert restarted["metadata"]["served"]["outcome"]["source"] == "reward:exact_answer"
+    kept = by_session["before-swap"]
+    assert kept["metadata"]["served"]["spec"] == "v1" and kept["reward"] == 1.0 and kept["task_id"] == "t5"
+    assert kept["metadata"]["served"]["outcome"]["task"] == task
+    assert by_session["before-swap-2"]["reward"] == 0.0
+    assert by_session["new-1"]["metadata"]["served"]["spec"] == "v2" and by_session["new-1"]["reward"] == 1.0
+    # the new test counts its own sessions' outcomes only
+    assert report["arms"]["experiment"]["outcomes"] == 1 and report["arms"]["baseline"]["outcomes"] == 0
