@@ -14,7 +14,11 @@ driven by a script (stock Strands ``OpenAIModel`` agents through the loop's own 
    every version names its parent, fingerprint, sessions and cost.
 
 The sizes are the smallest that still prove each mechanism (``docs/continual.md`` says what sizes
-a gain learned from traffic alone needs, measured by ``benchmarks/continual_loop.py``)."""
+a gain learned from traffic alone needs, measured by ``benchmarks/continual_loop.py``): five
+outcomes an arm before the test's first look, one pass over the round's sessions; while a
+candidate trains and is gated, two users (not a dozen) keep the server busy; the resumed test is
+given a window of ten more outcomes (a resume with an override, logged), enough to show that it
+goes on where it stopped and is decided."""
 
 import asyncio
 import threading
@@ -36,7 +40,8 @@ TOKEN = "l00p"
 # mixture_sd 0.3: the mSPRT tuned to the large gains these candidates make (a warm start against a model that
 # never calls its calculator; a noised copy that no longer can), so a window of 100 outcomes decides them
 SETTINGS = ["loop.sessions_per_round=24", "loop.gate_tasks=8", "loop.window=100", "loop.mixture_sd=0.3",
-            "loop.min_outcomes=8", "loop.max_rounds=3", "loop.guard_min_calls=10", "loop.poll_s=0.5",
+            "loop.min_outcomes=5", "loop.max_rounds=3", "loop.guard_min_calls=10", "loop.poll_s=0.5",
+            "loop.train_epochs=1",
             "run.cost_per_hour=1.0", "loop.max_cost=5",
             "loop.gate_max_drop=0.5"]  # the gate is proven on the better candidate; a traffic-trained one goes live
 
@@ -83,9 +88,9 @@ def version(out, vid):
     return LoopState.load(out).version(vid) or {}
 
 
-def users(url, tasks, prompt, until, failures):
-    drive = asyncio.run(drive_users(url, TOKEN, tasks, concurrency=12, feedback_every=6, system_prompt=prompt,
-                                    stop=until))
+def users(url, tasks, prompt, until, failures, concurrency=12, until_down=False):
+    drive = asyncio.run(drive_users(url, TOKEN, tasks, concurrency=concurrency, feedback_every=6,
+                                    system_prompt=prompt, stop=until, until_down=until_down))
     failures.extend(drive.failures)
     return drive
 
@@ -103,6 +108,8 @@ def test_the_loop_end_to_end(tmp_path, better, capsys):
 
     # 1. the clearly better candidate: gated offline, then promoted by the live test
     propose(out, better)
+    users(url, tasks, prompt, lambda: version(out, "v0001").get("status") not in (None, "candidate"), failures,
+          concurrency=2)  # gated first
     users(url, tasks, prompt, lambda: version(out, "v0001").get("status") in ("production", "rolled_back", "gated_out"),
           failures)
     v1 = version(out, "v0001")
@@ -123,7 +130,7 @@ def test_the_loop_end_to_end(tmp_path, better, capsys):
     assert events[-1]["version"] == "v0002" and events[-1]["reason"] == v2["reason"]  # the reason, logged
 
     # 3. a candidate from served traffic alone; the loop stopped mid-test and resumed
-    users(url, tasks, prompt, lambda: version(out, "v0003").get("status") == "testing", failures)
+    users(url, tasks, prompt, lambda: version(out, "v0003").get("status") == "testing", failures, concurrency=2)
     running.loop.request_stop("stopped by the test")
     running.join()
     v3 = version(out, "v0003")
@@ -133,12 +140,17 @@ def test_the_loop_end_to_end(tmp_path, better, capsys):
     learned = st.sessions_file("v0003").read_text().split()
     assert v3["origin"] == "trained" and v3["method"] in ("grpo", "rft") and v3["parent"] == "v0001"
     assert len(learned) == v3["sessions"] >= cfg.loop.sessions_per_round
-    running = Running(ContinualLoop(None, out, resume=True, token=TOKEN, max_batch_size=16, log=lambda m: None))
+    window = before + 10  # the resumed test is decided within ten more outcomes (inconclusive at the latest)
+    running = Running(ContinualLoop(None, out, resume=True, token=TOKEN, max_batch_size=16, log=lambda m: None,
+                                    overrides=[f"loop.window={window}"]))
+    # the loop stops on its own once v0003 is decided (loop.max_rounds): its users see the server go
     users(running.loop.url + "/v1", tasks, prompt,
-          lambda: version(out, "v0003").get("status") in ("production", "rolled_back"), failures)
+          lambda: version(out, "v0003").get("status") in ("production", "rolled_back"), failures, until_down=True)
     running.join()
     v3 = version(out, "v0003")
-    assert v3["test"]["outcomes"] > before  # the same test went on: its outcomes before the restart still count
+    assert before < v3["test"]["outcomes"] <= window + 12  # the same test went on: its outcomes before the restart count
+    changed = [e for e in LoopState.load(out).events() if e["event"] == "config_changed"]
+    assert changed and changed[-1]["overrides"] == [f"loop.window={window}"]
 
     # 4. what was served and learned from
     assert failures == [], failures[:5]
