@@ -1,7 +1,8 @@
 """The ``agentboost`` command line: one module per command group, each adding its commands' parsers
 and holding their ``cmd_*`` functions, which parse, call the package and print. ``main`` turns bad
 input (``InputError``) into one line on stderr and exit code 2, a run that cannot learn
-(``RunFailed``) into one line and exit code 1; any other error keeps its traceback."""
+(``RunFailed``) into one line and exit code 1, Ctrl-C into one line and exit code 130; any other
+error keeps its traceback."""
 
 from __future__ import annotations
 
@@ -42,3 +43,6 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailed as e:  # a run that cannot learn: named, one line, never "done"
         print(f"agentboost {args.command}: run failed: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: what finished is already on disk (episodes are written as they end)
+        print(f"agentboost {args.command}: interrupted", file=sys.stderr)
+        return 130

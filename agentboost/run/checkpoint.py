@@ -194,6 +194,11 @@ def load_latest_intact(run_dir: Path, model, optimizer, scheduler, lora: bool) -
     raise CheckpointError(f"{run_dir} has no intact checkpoint: " + "; ".join(skipped))
 
 
+def has_checkpoint(run_dir: Path) -> bool:
+    """Whether the run wrote any checkpoint (intact or not): without one, a resume starts the run over."""
+    return bool(_candidates(run_dir))
+
+
 def newest_intact(run_dir: Path) -> Path:
     """The newest checkpoint of ``run_dir`` whose manifest verifies."""
     problems = []

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..errors import InputError
@@ -37,3 +38,27 @@ def prepare_run_dir(cfg: TrainConfig, run_dir: Path, resume: bool, log=print) ->
     except OSError as e:
         raise InputError(f"run directory {run_dir} cannot be written: {e.strerror}"
                          + (f" ({e.filename})" if e.filename else "")) from None
+
+
+_EPISODE_FILE = re.compile(r"(?:val_)?step_(\d+)")
+
+
+def set_aside_after(run_dir: Path, step: int) -> tuple[Path, list[str]]:
+    """Move the episode files of steps after ``step`` (what a stopped attempt sampled past the
+    checkpoint a resume starts from: no kept weights were trained on it) to
+    ``abandoned/resume_at_step_N/`` (``..._N-2``, ... when a run is resumed at that step again), so
+    that the steps run again are recorded once, not appended to the attempt's; nothing is deleted.
+    (the folder, the names moved)."""
+    base = run_dir / "abandoned" / f"resume_at_step_{max(step, 0):06d}"
+    target, n = base, 1
+    while target.exists():
+        n += 1
+        target = base.with_name(f"{base.name}-{n}")
+    moved = []
+    for path in sorted((run_dir / "episodes").glob("*.jsonl")):
+        m = _EPISODE_FILE.fullmatch(path.stem)
+        if m and int(m.group(1)) > step:
+            target.mkdir(parents=True, exist_ok=True)
+            path.replace(target / path.name)
+            moved.append(path.name)
+    return target, moved

@@ -32,9 +32,9 @@ from ..episodes.record import read_episodes
 from ..files import atomic_write_text
 from ..rollout.pool import ensure_not_spawning
 from . import health
-from .checkpoint import latest_name
+from .checkpoint import has_checkpoint, latest_name
 from .config import TrainConfig
-from .directory import prepare_run_dir, saved_config
+from .directory import prepare_run_dir, saved_config, set_aside_after
 from .metrics import MetricsLogger
 from .preflight import preflight
 
@@ -109,6 +109,9 @@ class RunLifecycle:
         self._stopped = False  # run() has ended: a late signal changes nothing
         self._warned: set[float] = set()  # cost warning levels already given
         self.step, self._saved_step, self.elapsed_before = 0, -1, 0.0
+        # a resume of a run stopped before its first checkpoint has nothing to resume from: it starts
+        # over (with its saved config), and is no resume for what the trainer restores
+        self.resumed = resume and has_checkpoint(self.run_dir)
         self.validations: list[dict[str, Any]] = []  # step, pass@1 and tool-call rate of each validation
         self.metrics: MetricsLogger | None = None
         self.prometheus = None
@@ -125,14 +128,22 @@ class RunLifecycle:
         self.stream = TaskStream(self.train_tasks, cfg.data.tasks_per_step, cfg.run.seed, cfg.data.shuffle)
         self.build()
         try:
-            restored = self.restore() if resume else None
+            if resume and not self.resumed:
+                log(f"warning: {self.run_dir} has no checkpoint (it was stopped before its first): "
+                    "starting the run over from step 0 with its saved config")
+            restored = self.restore() if self.resumed else None
+            # what the stopped attempt recorded past the step resumed from is set aside, never appended to
+            aside, moved = set_aside_after(self.run_dir, self.step if self.resumed else -1) if resume else (None, [])
+            if moved:
+                log(f"moved {len(moved)} episode file(s) of steps after step {self.step} (sampled by the stopped "
+                    f"attempt, not trained on by the weights resumed) to {aside}")
             # the merge-rate gate counts the whole run: a resumed run counts the steps it already wrote
             self.split_gate = health.SplitGate(cfg.run.max_split_share, cfg.run.split_gate_min_episodes)
             for done in range(1, self.step + 1):
                 path = self.run_dir / "episodes" / f"step_{done:06d}.jsonl"
                 if path.is_file():
                     self.split_gate.add(list(read_episodes(path)))
-            self.metrics = MetricsLogger(self.run_dir, cfg, truncate_after_step=self.step)
+            self.metrics = MetricsLogger(self.run_dir, cfg, truncate_after_step=self.step if self.resumed else -1)
             if cfg.run.prometheus_port:
                 from .prometheus import serve_run
 
@@ -142,7 +153,9 @@ class RunLifecycle:
             if restored is not None:
                 checkpoint, skipped = restored
                 self.metrics.log_event({"event": "resume", "step": self.step, "checkpoint": checkpoint,
-                                        "skipped_checkpoints": skipped})
+                                        "skipped_checkpoints": skipped, "set_aside": moved})
+            elif resume:
+                self.metrics.log_event({"event": "restart", "step": 0, "reason": "no checkpoint", "set_aside": moved})
         except BaseException:
             self.close()  # the policy server and the worker pools are already running
             raise

@@ -271,13 +271,27 @@ def parity_problem(stats: dict[str, float], bounds: tuple[float, float]) -> str 
 
 
 # -- a whole run -------------------------------------------------------------------------------------
-def check_run(run_dir: str | Path, max_staleness: int = 0) -> tuple[list[str], dict[str, int]]:
+def _run_max_staleness(run_dir: Path) -> int:
+    """The run's ``rollout.max_staleness`` from its ``config.yaml`` (0 where it has none: a synchronous run)."""
+    import yaml
+
+    path = run_dir / "config.yaml"
+    config = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    rollout = config.get("rollout") if isinstance(config, dict) else None
+    value = rollout.get("max_staleness", 0) if isinstance(rollout, dict) else 0
+    return int(value or 0)
+
+
+def check_run(run_dir: str | Path, max_staleness: int | None = None) -> tuple[list[str], dict[str, int]]:
     """(problems, counts) of a run directory: weight versions non-decreasing, each version's
-    fingerprints equal, every call from a verified version no more than ``max_staleness`` behind its
-    step, every step's log-prob parity within its bound, every episode's token invariant."""
+    fingerprints equal, every call from a verified version no more than ``max_staleness`` (None: the
+    run's own ``rollout.max_staleness``) behind its step, every episode on one version from start to
+    end, every step's log-prob parity within its bound, every episode's token invariant."""
     from ..episodes.record import check_episode, read_episodes
 
     run_dir = Path(run_dir)
+    if max_staleness is None:
+        max_staleness = _run_max_staleness(run_dir)
     problems: list[str] = []
     counts = {"versions": 0, "steps": 0, "calls": 0, "episodes": 0}
     ledger_path = run_dir / LEDGER
@@ -317,6 +331,14 @@ def check_run(run_dir: str | Path, max_staleness: int = 0) -> tuple[list[str], d
             counts["episodes"] += 1
             for problem in check_episode(ep):
                 problems.append(f"{path.name}: {ep.episode_id}: {problem}")
+            versions = {c.weight_version for c in ep.calls if c.weight_version is not None}
+            pinned = ep.metadata.get("weight_version")
+            if len(versions) > 1:
+                problems.append(f"{path.name}: {ep.episode_id}: calls from versions {sorted(versions)} "
+                                "(an episode runs on one version from start to end)")
+            elif pinned is not None and versions and versions != {pinned}:
+                problems.append(f"{path.name}: {ep.episode_id}: pinned to version {pinned}, its calls report "
+                                f"version {next(iter(versions))}")
             for c in ep.calls:
                 counts["calls"] += 1
                 v = c.weight_version

@@ -130,7 +130,7 @@ class Trainer(RunLifecycle):
             # the served policy is the trained one: checked after every publish and every step's rollouts
             self.verifier = StepVerifier(self.cfg, self.run_dir, self.policy_server, self.engine_name, self.model,
                                          self.tokenizer, self.log, self.metrics,
-                                         resume_step=self.step if resume else None)
+                                         resume_step=self.step if self.resumed else None)
             self.verifier.after_publish(self.step, self.step)
         except BaseException:
             self.close()  # the policy server and the worker pools are already running

@@ -156,6 +156,30 @@ def test_chat_models_in_eval_resume_after_sigkill_and_count_outages(tmp_path, ch
     assert json.loads((tmp_path / "a" / "eval_args.json").read_text())["baseline"]["api_key_env"] == KEY_ENV
 
 
+@pytest.mark.slow
+def test_ctrl_c_during_eval_ends_in_one_line_and_keeps_every_finished_episode(tmp_path, chat_server):
+    args = ("eval", "--model", chat_spec(chat_server.url + "/v1"), "--baseline", chat_spec(chat_server.url + "/v1"),
+            *TASKS, *SMALL, "--out", tmp_path / "out")
+    episodes = tmp_path / "out" / "model_episodes.jsonl"
+    # Ctrl-C in a terminal: SIGINT to the whole foreground process group (the pool's workers too)
+    p = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None and not (episodes.is_file() and episodes.read_text().strip()):
+        time.sleep(0.05)
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and err.strip().splitlines()[-1] == "agentboost eval: interrupted", err[-3000:]
+    assert "Traceback" not in out + err, (out + err)[-3000:]
+    kept = {(ep.task_id, ep.metadata["sample"]) for ep in read_episodes(episodes)}  # every line whole
+    assert kept
+    r = cli(*args)  # the same command resumes: what finished is not run again
+    assert r.returncode == 0, r.stderr[-3000:]
+    if len(kept) < 4:
+        assert f"{len(kept)} of 4 episodes already finished" in r.stdout + r.stderr
+    assert len(list(read_episodes(episodes))) == 4
+
+
 def _dead_url() -> str:
     """A loopback endpoint nothing listens on (bound, then closed): a judge service that is down."""
     import socket

@@ -67,3 +67,25 @@ def test_a_full_disk_fails_the_run_by_name_and_keeps_the_last_checkpoint(tmp_pat
         assert verify_checkpoint(ckpts / "step_000001") is None
         assert sorted(p.name for p in ckpts.iterdir()) == ["latest", "step_000001"]  # nothing half-written
         assert not (disk / "run" / "result.json").exists()
+
+
+def test_a_resume_sets_aside_the_episode_files_past_its_step_and_never_overwrites_an_earlier_one(tmp_path):
+    from agentboost.run.directory import set_aside_after
+
+    run = tmp_path / "run"
+    (run / "episodes").mkdir(parents=True)
+    for name in ("step_000001", "step_000002", "val_step_000002", "step_000003", "val_step_000003", "notes"):
+        (run / "episodes" / f"{name}.jsonl").write_text(f"{name}\n")
+    aside, moved = set_aside_after(run, 2)
+    assert aside == run / "abandoned" / "resume_at_step_000002" and moved == ["step_000003.jsonl", "val_step_000003.jsonl"]
+    assert sorted(p.name for p in (run / "episodes").iterdir()) == [
+        "notes.jsonl", "step_000001.jsonl", "step_000002.jsonl", "val_step_000002.jsonl"]
+    (run / "episodes" / "step_000003.jsonl").write_text("second attempt\n")  # resumed at step 2 once more
+    again, moved = set_aside_after(run, 2)
+    assert again == run / "abandoned" / "resume_at_step_000002-2" and moved == ["step_000003.jsonl"]
+    assert (aside / "step_000003.jsonl").read_text() == "step_000003\n"  # the first attempt's, kept
+    assert (again / "step_000003.jsonl").read_text() == "second attempt\n"
+    # a run stopped before its first checkpoint starts over: every step's file goes, the start's validation too
+    (run / "episodes" / "val_step_000000.jsonl").write_text("v0\n")
+    _, moved = set_aside_after(run, -1)
+    assert moved == ["step_000001.jsonl", "step_000002.jsonl", "val_step_000000.jsonl", "val_step_000002.jsonl"]

@@ -122,6 +122,7 @@ def test_check_run_passes_a_verified_run_and_names_every_problem(tmp_path):
         "step 1: log-prob parity mean |Δ| 0.3 > 0.001 (max |Δ| 2e-05 over 10 tokens)",
         "step 2: no log-prob parity figures (verify.logprob_parity was off)",
         "step_000001.jsonl: a: version 1 sampled for step 1 (the newest synced by then is None)",
+        "step_000002.jsonl: b: calls from versions [0, 1, 7] (an episode runs on one version from start to end)",
         "step_000002.jsonl: b: version 0's fingerprints differ",
         "step_000002.jsonl: b: version 7 was never synced",
     ]
@@ -153,3 +154,26 @@ def test_a_check_turned_off_says_so_and_checks_nothing(hf_server, smollm2_path, 
     # a version the engine was never told about passes unchecked, and nothing is recorded
     assert verifier.after_publish(7, 1) == {} and verifier.after_rollouts([], 1) == {}
     assert not (tmp_path / "weights.jsonl").exists()
+
+
+def test_check_run_holds_an_async_run_to_its_own_staleness_bound(tmp_path):
+    good = {"parity_tokens": 0}
+    ledger = [{"version": 0, "step": 0, "match": True}, {"version": 1, "step": 1, "match": True},
+              {"version": 2, "step": 2, "match": True}]
+    one_behind = episode("late", [0])  # sampled for step 3 from version 0: 2 versions behind version 2
+    one_behind.metadata["weight_version"] = 0
+    pinned_elsewhere = episode("moved", [2])
+    pinned_elsewhere.metadata["weight_version"] = 1
+    run = write_run(tmp_path / "k", ledger, [{"step": s, **good} for s in (1, 2, 3)],
+                    {"step_000001.jsonl": [episode("a", [0])], "step_000002.jsonl": [episode("b", [1])],
+                     "step_000003.jsonl": [one_behind, pinned_elsewhere]})
+    late = "step_000003.jsonl: late: version 0 sampled for step 3 (the newest synced by then is 2)"
+    moved = "step_000003.jsonl: moved: pinned to version 1, its calls report version 2"
+    # no config.yaml: a synchronous run; the bound is the run's own rollout.max_staleness once it has one
+    assert verify.check_run(run)[0] == [late, moved]
+    (run / "config.yaml").write_text("rollout:\n  max_staleness: 1\n")
+    assert verify.check_run(run)[0] == [late, moved]
+    (run / "config.yaml").write_text("rollout:\n  max_staleness: 2\n")
+    assert verify.check_run(run)[0] == [moved]
+    assert verify.check_run(run, max_staleness=0)[0] == [late, moved]  # an explicit bound wins
+

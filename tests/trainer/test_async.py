@@ -87,6 +87,9 @@ def test_staleness_one_pins_each_episode_to_one_version_within_the_bound(tmp_pat
             assert 0 < m["parity_tokens"] <= m["trained_tokens"] and m["parity_mean_abs_diff"] < m["parity_mean_bound"]
     # every step but the first samples some episodes from the weights the update starts from
     assert [m.get("parity_source") for m in metrics].count("correction") >= 1, [m.get("parity_source") for m in metrics]
+    # `agentboost check` holds the run to its own bound (K = 1) and to one version per episode
+    checked = cli("check", str(tmp_path / "k1"))
+    assert checked.returncode == 0 and "problems=0" in checked.stdout, checked.stdout
 
 
 def test_the_engine_serves_published_versions_side_by_side(smollm2_path):
