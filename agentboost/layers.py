@@ -18,9 +18,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("rollout: episode runner, worker, pool", ("agentboost.rollout",)),
     ("the run: config, preflight, run directory, checkpoints, metrics, health, the assembly", ("agentboost.run",)),
     ("evaluation: eval, its progress, paired and unpaired statistics", ("agentboost.evaluation",)),
-    ("trainer, data preparation, integrations, testing aids, serving", ("agentboost.trainer", "agentboost.data",
+    ("trainer, data preparation, integrations, testing aids, serving, the continual loop", ("agentboost.trainer", "agentboost.data",
                                                                        "agentboost.bench", "agentboost.integrations", "agentboost.testing",
-                                                                       "agentboost.scaffold", "agentboost.serving")),
+                                                                       "agentboost.scaffold", "agentboost.serving",
+                                                                       "agentboost.continual")),
     # extensions: the extension points' types, gathered from their homes below
     ("entry points: command line, Python API, job service, extension points",
      ("agentboost.cli", "agentboost.api", "agentboost.jobs", "agentboost.extensions", "agentboost")),

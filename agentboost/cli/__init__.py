@@ -11,7 +11,7 @@ import sys
 
 from .. import __version__
 from ..errors import InputError, RunFailed
-from . import bench, data, episodes, grading, init, jobs, models, rollout, serve, train
+from . import bench, continual, data, episodes, grading, init, jobs, models, rollout, serve, train
 from .common import UsageError
 
 __all__ = ["UsageError", "build_parser", "main"]
@@ -19,7 +19,8 @@ __all__ = ["UsageError", "build_parser", "main"]
 # in the order `agentboost --help` lists them
 COMMANDS = (init.add_init, rollout.add_rollout, models.add_models, serve.add_serve, episodes.add_check, data.add_data,
             grading.add_score, episodes.add_stats, grading.add_sandbox, train.add_train, train.add_config, train.add_plot,
-            train.add_export, serve.add_export_model, serve.add_ab, train.add_sft, train.add_eval, bench.add_bench, jobs.add_jobs)
+            train.add_export, serve.add_export_model, serve.add_ab, train.add_sft, train.add_eval, bench.add_bench,
+            continual.add_continual, jobs.add_jobs)
 
 
 def build_parser() -> argparse.ArgumentParser:

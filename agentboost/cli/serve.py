@@ -43,6 +43,9 @@ def add_serve(sub) -> None:
     p.add_argument("--rate-limit", type=float, default=0.0,
                    help="requests per second per user (the request's user), else per session, else per client "
                         "address (0: none)")
+    p.add_argument("--record", action="store_true",
+                   help="record every session as a token-exact episode in OUT/sessions.jsonl, with its arm, policy "
+                        "and outcome (off by default; docs/continual.md says what is stored)")
     p.add_argument("--reconfigurable", action="store_true",
                    help="let token holders change the arms live (POST /v1/admin/arms: the job service's "
                         "deployments); needs --token")
@@ -126,6 +129,7 @@ def cmd_serve(args) -> int:
                           max_batch_size=args.max_batch_size, split=args.split, out_dir=args.out, token=token,
                           served_name=args.served_name, max_request_bytes=args.max_request_bytes,
                           rate_limit=args.rate_limit, min_effect=args.min_effect, reconfigurable=args.reconfigurable,
+                          record=args.record,
                           prompt_policies={"experiment" if args.ab else "policy": args.prompt_policy}
                           if args.prompt_policy else None)
     try:

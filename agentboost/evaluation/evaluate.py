@@ -171,21 +171,22 @@ def _with_prompt_policy(agent, prompt_policy):
 def evaluate(model: str, baseline: str, tasks: list[dict], cfg: TrainConfig, samples: int = 2, seed: int = 0,
              alpha: float = 0.05, workers: int = 1, slots: int = 16, out_dir: str | Path | None = None,
              log=print, model_episodes: list[Episode] | None = None,
-             prompt_policy: str | Path | None = None, retries: int = 2, backoff_s: float = 5.0) -> dict[str, Any]:
+             prompt_policy: str | Path | None = None, retries: int = 2, backoff_s: float = 5.0,
+             baseline_prompt_policy: str | Path | None = None) -> dict[str, Any]:
     """``model_episodes``: the model's side already sampled on ``tasks`` (the trainer's final
     validation, by the live policy); then only the baseline runs. ``prompt_policy``: the model's
-    side runs with this prompt policy (``run/prompt_policy.py``), the baseline without it.
+    side runs with this prompt policy (``run/prompt_policy.py``), the baseline without it (or with
+    ``baseline_prompt_policy``: two prompts of one model, as the continual loop's gate compares them).
     ``model`` and ``baseline`` may each be a chat model we do not train (``models.chat``).
 
     With ``out_dir``, the evaluation resumes: episodes already there are kept, the rest run
     (``progress``), and the report is the one an uninterrupted run gives. Episodes the serving
     side aborted are retried ``retries`` times (``backoff_s`` apart, doubling), then counted and
     left out: the paired test compares the tasks both sides have outcomes for."""
-    policy = None
-    if prompt_policy is not None:
-        from ..run.prompt_policy import load_prompt_policy
+    from ..run.prompt_policy import load_prompt_policy
 
-        policy = load_prompt_policy(prompt_policy)
+    policy = load_prompt_policy(prompt_policy) if prompt_policy is not None else None
+    baseline_policy = load_prompt_policy(baseline_prompt_policy) if baseline_prompt_policy is not None else None
     if samples < 1:
         raise EvalInputError(f"--samples must be >= 1, got {samples}")
     if retries < 0 or backoff_s < 0:
@@ -194,7 +195,8 @@ def evaluate(model: str, baseline: str, tasks: list[dict], cfg: TrainConfig, sam
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         if model_episodes is None:  # a resumed evaluation must be the same evaluation
-            check_args(out, eval_arguments(model, baseline, tasks, cfg, samples, seed, prompt_policy))
+            check_args(out, eval_arguments(model, baseline, tasks, cfg, samples, seed, prompt_policy,
+                                           baseline_prompt_policy))
     t0 = time.perf_counter()
     reports = []
     for label, spec in (("model", model), ("baseline", baseline)):
@@ -208,7 +210,7 @@ def evaluate(model: str, baseline: str, tasks: list[dict], cfg: TrainConfig, sam
             try:
                 eps = run_policy(spec, tasks, cfg, samples, seed, workers, slots,
                                  out / f"{label}_episodes.jsonl" if out is not None else None, log,
-                                 prompt_policy=policy if label == "model" else None, retries=retries,
+                                 prompt_policy=policy if label == "model" else baseline_policy, retries=retries,
                                  backoff_s=backoff_s)
             except CheckpointError as e:
                 raise EvalInputError(f"--{label} {spec}: {e}") from None
@@ -239,7 +241,7 @@ def _public(r: PolicyReport) -> dict[str, Any]:
 
 
 def eval_arguments(model, baseline, tasks: list[dict], cfg: TrainConfig, samples: int, seed: int,
-                   prompt_policy) -> dict[str, Any]:
+                   prompt_policy, baseline_prompt_policy=None) -> dict[str, Any]:
     """What makes two evaluations the same one (``progress.check_args``): the policies, the
     tasks, samples, seed, and the agent, reward and sampling of the configuration. A chat model's
     spec holds no key (only the variable's name), so this file holds none either."""
@@ -251,4 +253,5 @@ def eval_arguments(model, baseline, tasks: list[dict], cfg: TrainConfig, samples
                         "validation": dataclasses.asdict(cfg.validation)}, sort_keys=True, default=str)
     return {"model": side(model), "baseline": side(baseline), "samples": samples, "seed": seed,
             "tasks": [str(t["task_id"]) for t in tasks], "prompt_policy": str(prompt_policy) if prompt_policy else None,
+            **({"baseline_prompt_policy": str(baseline_prompt_policy)} if baseline_prompt_policy else {}),
             "setup_sha256": hashlib.sha256(setup.encode()).hexdigest()}

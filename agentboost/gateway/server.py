@@ -25,13 +25,13 @@ from aiohttp import web
 
 from ..agents.chat_rendering import ChatRenderer
 from ..agents.trainable_model import EpisodeLimitReached, PromptTooLong, TrainableModel
-from ..episodes.record import Episode, Status
+from ..episodes.record import Episode
 from ..sampling.completions_server import BackgroundServer
 from ..sampling.protocol import PromptTooLongError, Sampler, SamplerError, SamplingParams
 from .anthropic_messages import Messages
 from .openai_messages import ChatCompletions
 from .openai_responses import Responses
-from .protocol import BadRequest, Protocol, Reply, TooLarge, error, read_json, send
+from .protocol import BadRequest, Protocol, Reply, TooLarge, error, read_json
 from .session import Session, SessionState
 
 log = logging.getLogger(__name__)
@@ -200,25 +200,14 @@ class Gateway(BackgroundServer):
         async with s.lock:
             if s.state != SessionState.OPEN:
                 return error(protocol, 409, f"session of episode {s.episode_id} is finished: its episode is recorded")
+            keep = reply.id if protocol.keeps_responses and call.options.get("store", True) else None
             try:
-                keep = reply.id if protocol.keeps_responses and call.options.get("store", True) else None
-                turn = await s.call(call.messages, call.system, call.tools, keep_as=keep)
+                turn = await s.sample(call.messages, call.system, call.tools, keep_as=keep)
             except (EpisodeLimitReached, PromptTooLong, PromptTooLongError) as e:
-                s.failure = (Status.TRUNCATED, str(e))
                 return error(protocol, 400, f"the episode ended: {e}")
             except SamplerError as e:
-                s.failure = (Status.ERROR, f"sampler: {e}")
                 return error(protocol, 502, f"the policy could not sample: {e}")
-            except asyncio.CancelledError:
-                s.incomplete = "the client disconnected during a call"
-                raise
-        if not call.stream and (request.transport is None or request.transport.is_closing()):
-            s.incomplete = "the client disconnected before the answer reached it"
-        try:
-            return await send(request, protocol, turn, call, reply)
-        except (ConnectionError, asyncio.CancelledError):
-            s.incomplete = "the client disconnected during a streamed answer"
-            raise
+        return await s.deliver(request, protocol, turn, call, reply)
 
     def _token_text(self, token_id: int) -> str:
         return self.renderer.decode([token_id])

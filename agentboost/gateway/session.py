@@ -18,9 +18,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from aiohttp import web
+
 from ..agents.recording import record_calls
-from ..agents.trainable_model import SampledTurn, TrainableModel, extends_history
+from ..agents.trainable_model import EpisodeLimitReached, PromptTooLong, SampledTurn, TrainableModel, extends_history
 from ..episodes.record import Episode, Status
+from ..sampling.protocol import PromptTooLongError, SamplerError
+from .protocol import Call, Protocol, Reply, send
 
 
 class SessionState:
@@ -102,6 +106,39 @@ class Session:
         if keep_as is not None:
             self.responses[keep_as] = self.last_messages
         return turn
+
+    async def sample(self, messages: list[dict[str, Any]], system: str | None,
+                     tool_specs: list[dict[str, Any]] | None, keep_as: str | None = None) -> SampledTurn:
+        """``call``, keeping on the session what ended its episode (re-raised for the caller's
+        error answer): a limit (``truncated``), a sampler error (``error``), a client gone
+        mid-call (``incomplete``: never trained on). The gateway and ``serve`` call through here,
+        so a served session's record says what a gateway episode's would."""
+        try:
+            return await self.call(messages, system, tool_specs, keep_as=keep_as)
+        except (EpisodeLimitReached, PromptTooLong, PromptTooLongError) as e:
+            self.failure = (Status.TRUNCATED, str(e))
+            raise
+        except SamplerError as e:
+            self.failure = (Status.ERROR, f"sampler: {e}")
+            raise
+        except asyncio.CancelledError:
+            self.incomplete = "the client disconnected during a call"
+            raise
+
+    async def deliver(self, request: web.Request, protocol: Protocol, turn: SampledTurn, call: Call, reply: Reply,
+                      headers: dict[str, str] | None = None) -> web.StreamResponse:
+        """Send a sampled turn; a turn whose delivery is uncertain (the client gone before or
+        while it was sent) makes the episode ``incomplete``: what the agent saw next is unknown."""
+        if not call.stream and (request.transport is None or request.transport.is_closing()):
+            self.incomplete = "the client disconnected before the answer reached it"
+        try:
+            return await send(request, protocol, turn, call, reply, headers=headers)
+        except (ConnectionError, asyncio.CancelledError):
+            self.incomplete = "the client disconnected during a streamed answer"
+            raise
+
+    def num_calls(self) -> int:
+        return sum(len(lineage.model.calls) for lineage in self.lineages)
 
     def episode(self) -> Episode:
         """The episode record (calls, segments, split reasons, tool calls, final answer); the host

@@ -35,6 +35,12 @@ in state ``queued``, oldest first. Every input error is a 4xx with a one-line re
     GET  /deployments             every deployment: state, base URL, arms, split
     GET  /deployments/{agent_id}/{environment}     one, with its A/B report
     DELETE /deployments/{agent_id}/{environment}   stop it
+    POST /loops                   {"loop_id", "config"?: dotted keys, "gate_data": held-out task rows, "production"?}:
+                                  a continual loop (jobs/loops.py, docs/continual.md); an id that has one resumes it
+    GET  /loops                   every loop: state, base URL, production version, sessions, cost
+    GET  /loops/{loop_id}         one, with every version's lineage, gate, live test and cost
+    POST /loops/{loop_id}/propose {"checkpoint_id"? | "noise"?, "skip_gate"?}: a candidate (or a rollback drill)
+    POST /loops/{loop_id}/stop    stop it (everything saved; POST /loops with its id resumes it)
 
 Deployments are served by processes the service owns, at their own loopback ports, with the same
 bearer token; they stop with the service. A job's status lists the running ones that serve its
@@ -54,6 +60,7 @@ from ..errors import InputError
 from ..run.prometheus import RunRef, registry_for
 from .deployments import Deployments
 from .events import TERMINAL, UnknownSubscription, Webhooks, job_events
+from .loops import Loops
 from .store import JobStore, UnknownJob
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
@@ -155,6 +162,27 @@ def make_app(store: JobStore, allow_private_webhooks: bool = False,
         m = request.match_info
         return web.json_response(await blocking(deployments.stop, m["agent_id"], m["environment"]))
 
+    loops = Loops(deployments)
+
+    async def start_loop(request: web.Request) -> web.Response:
+        b = await body(request)
+        return web.json_response(await blocking(loops.start, b.get("loop_id"), b.get("config"), b.get("gate_data"),
+                                                b.get("production")), status=201)
+
+    async def list_loops(request: web.Request) -> web.Response:
+        return web.json_response({"loops": await blocking(loops.list)})
+
+    async def loop_status(request: web.Request) -> web.Response:
+        return web.json_response(await blocking(loops.status, request.match_info["loop_id"]))
+
+    async def propose(request: web.Request) -> web.Response:
+        b = await body(request)
+        return web.json_response(await blocking(loops.propose, request.match_info["loop_id"], b.get("checkpoint_id"),
+                                                b.get("noise"), b.get("skip_gate", False)), status=201)
+
+    async def stop_loop(request: web.Request) -> web.Response:
+        return web.json_response(await blocking(loops.stop, request.match_info["loop_id"]))
+
     async def cancel(request: web.Request) -> web.Response:
         return web.json_response(await blocking(store.cancel, request.match_info["job_id"]))
 
@@ -254,6 +282,7 @@ def make_app(store: JobStore, allow_private_webhooks: bool = False,
     async def start_deliveries(app: web.Application) -> None:
         # a deployment a service before this one left running (it died) is no longer owned: stopped
         await blocking(deployments.stop_all, "a new job service started")
+        await blocking(loops.stop_all, "a new job service started")
         app[DELIVERIES] = asyncio.get_running_loop().create_task(hooks.run())
         app[QUEUE] = asyncio.get_running_loop().create_task(start_queued())
 
@@ -261,6 +290,7 @@ def make_app(store: JobStore, allow_private_webhooks: bool = False,
         app[DELIVERIES].cancel()
         app[QUEUE].cancel()
         await blocking(deployments.stop_all)  # deployments stop with the service
+        await blocking(loops.stop_all)  # and its loops (each resumes when started again)
 
     app = web.Application(middlewares=[auth], client_max_size=MAX_REQUEST_BYTES)
     app.on_startup.append(start_deliveries)
@@ -282,6 +312,11 @@ def make_app(store: JobStore, allow_private_webhooks: bool = False,
     app.router.add_get("/deployments", list_deployments)
     app.router.add_get("/deployments/{agent_id}/{environment}", deployment)
     app.router.add_delete("/deployments/{agent_id}/{environment}", stop_deployment)
+    app.router.add_post("/loops", start_loop)
+    app.router.add_get("/loops", list_loops)
+    app.router.add_get("/loops/{loop_id}", loop_status)
+    app.router.add_post("/loops/{loop_id}/propose", propose)
+    app.router.add_post("/loops/{loop_id}/stop", stop_loop)
     return app
 
 

@@ -337,6 +337,69 @@ class VerifyConfig:
 
 
 @dataclass
+class LoopConfig:
+    """The continual loop (``agentboost continual``, docs/continual.md): serve with sessions recorded,
+    train a candidate from rewarded sessions, gate it offline, A/B test it live with a sequential
+    test, promote it or roll it back; every version's lineage and cost, within ``loop.max_cost``."""
+    production: str = option("", help="the policy served at the start: a model or RUN_DIR[:CHECKPOINT]; \"\": model.path")
+    sessions_per_round: int = option(64, bounds=AT_LEAST_1,
+                                     help="rewarded sessions served by the production version (not learned from "
+                                          "before) that make a candidate")
+    method: str = option("auto", choices=("auto", "grpo", "rft"),
+                         help="how a candidate learns: \"grpo\" (groups of sessions of one task), \"rft\" "
+                              "(supervised steps on the successful sessions), \"auto\" (grpo where groups with "
+                              "differing rewards exist, else rft); a prompt run (algorithm.policy: prompt) takes a "
+                              "prompt step instead, whatever this says")
+    min_group_size: int = option(2, bounds=(2, None, True, False), help="sessions of one task that form a GRPO group")
+    min_groups: int = option(2, bounds=AT_LEAST_1, help="auto: groups whose rewards differ needed for grpo")
+    train_epochs: int = option(2, bounds=AT_LEAST_1,
+                               help="passes over the round's sessions (GRPO updates, or supervised epochs)")
+    sft_lr: float = option(1.0e-4, bounds=(0, 1, False, True), help="the rft step's learning rate (GRPO uses optim.lr)")
+    gate_file: str = option("", help="the offline gate's held-out tasks (relative to the config); \"\": data.val_file")
+    gate_tasks: int = option(16, bounds=(2, None, True, False), help="the first ones of gate_file")
+    gate_samples: int = option(1, bounds=(1, 1024, True, True), help="episodes per gate task and policy")
+    gate_max_drop: float = option(0.1, bounds=(0, 1, True, True),
+                                  help="the candidate is kept out of the live test when its held-out success rate "
+                                       "is below its parent's by more than this")
+    split: float = option(0.5, bounds=(0, 1, False, False),
+                          help="the candidate's share of new sessions during its live test")
+    alpha: float = option(0.01, bounds=(0, 1, False, False), help="the sequential test's level for a promotion")
+    rollback_alpha: float = option(0.05, bounds=(0, 1, False, False),
+                                   help="its level for a rollback (a worse candidate leaves sooner)")
+    mixture_sd: float = option(0.1, bounds=POSITIVE,
+                               help="the spread of differences the sequential test is tuned to (the mSPRT's "
+                                    "mixture, in the metric's units)")
+    min_outcomes: int = option(10, bounds=(2, None, True, False),
+                               help="outcomes per arm before the test's first look")
+    window: int = option(400, bounds=(4, None, True, False),
+                         help="outcomes (both arms) after which an undecided test ends: the candidate is rolled "
+                              "back as inconclusive")
+    metric: str = option("reward", choices=("reward", "success"),
+                         help="what the live test compares: the sessions' \"reward\" or \"success\"")
+    guard_error_rate: float = option(0.05, bounds=(0, 1, True, True),
+                                     help="guard: the candidate is rolled back when, over at least guard_min_calls "
+                                          "calls an arm, its error rate exceeds the baseline's by more than this")
+    guard_latency_ratio: float = option(2.0, bounds=AT_LEAST_1,
+                                        help="guard: ... or its p95 latency is more than this times the baseline's")
+    guard_cost_ratio: float = option(2.0, bounds=AT_LEAST_1,
+                                     help="guard: ... or its cost per session (tokens) is more than this times the "
+                                          "baseline's")
+    guard_min_calls: int = option(20, bounds=AT_LEAST_1, help="calls an arm before the guards look")
+    max_cost: float = option(0.0, bounds=AT_LEAST_0,
+                             help="USD; 0: no limit. The loop's machine time (hours x run.cost_per_hour) counts "
+                                  "against it")
+    max_rounds: int = option(0, bounds=AT_LEAST_0,
+                             help="candidates to train (0: until the budget); then the loop stops")
+    judge: dict[str, Any] = option(default_factory=dict,
+                                   help="a chat model judge for sessions that get no outcome (reward.judge's keys: "
+                                        "model, rubric, ...); {}: none. Judged sessions are trained on; the live "
+                                        "test counts users' outcomes only")
+    feedback_wait_s: float = option(300.0, bounds=AT_LEAST_0,
+                                    help="a session with no outcome this long after its record is judged")
+    poll_s: float = option(1.0, bounds=POSITIVE, help="how often the loop reads the served sessions and the live test")
+
+
+@dataclass
 class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -353,6 +416,7 @@ class TrainConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     verify: VerifyConfig = field(default_factory=VerifyConfig)
+    loop: LoopConfig = field(default_factory=LoopConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -408,7 +472,8 @@ def load_config(path: str | Path | None, overrides: list[str] = (), for_training
             raise ConfigError(f"{p}: not UTF-8 text (byte {e.start})") from None
         apply(cfg, data, str(p))
         for section, key in (("data", "train_file"), ("data", "val_file"), ("warm_start", "tasks_file"),
-                             ("prompt", "gate_file"), ("agent", "prompt_policy")):
+                             ("prompt", "gate_file"), ("agent", "prompt_policy"),
+                             ("loop", "gate_file")):
             # relative paths are relative to the config file
             value = getattr(getattr(cfg, section), key)
             if value and not Path(value).is_absolute() and (p.parent / value).exists():
@@ -476,6 +541,18 @@ def validate(cfg: TrainConfig, where: str, for_training: bool = True) -> None:
             raise ConfigError(f"{where}: {e}") from None
         if cfg.reward.name != "judge":
             raise ConfigError(f"{where}: reward.judge is set but reward.name is {cfg.reward.name!r}; set reward.name: judge")
+    if cfg.loop.judge:
+        from ..models.chat import ChatModelError
+        from ..rewards.judge import JudgeConfigError, judge_config
+
+        try:
+            judge_config(cfg.loop.judge, "loop.judge")
+        except (JudgeConfigError, ChatModelError) as e:
+            raise ConfigError(f"{where}: {e}") from None
+    if cfg.loop.method == "grpo" and cfg.validation.temperature == 0:
+        raise ConfigError(f"{where}: loop.method grpo learns from sessions served at validation.temperature, which is "
+                          "0 (greedy): the sessions of one task are alike and their log-probs undefined; serve at a "
+                          "temperature > 0, or use loop.method rft")
     if cfg.algorithm.policy == "prompt":
         if cfg.warm_start.demonstrations:
             raise ConfigError(f"{where}: warm_start trains weights; algorithm.policy: prompt changes only the prompt "

@@ -4,6 +4,11 @@ model name) loaded on an engine, with the agent settings and reward of its confi
 A run's arm takes the run's own configuration (the chat template's tool parser and reasoning
 markers, the validation sampling settings it was measured with, its reward for host-side scoring),
 so a checkpoint is served as it was validated; a plain model takes the defaults or ``config``.
+
+A spec may carry a prompt policy: ``MODEL_SPEC#prompt=PATH`` (a ``prompt_policy.json``) serves the
+model with that prompt (as ``serve --prompt-policy`` does), so that two arms, or two versions of a
+continual loop whose weights stay as they are, differ by their prompts alone; arms of one model
+share its engine (``SharedServer``), loaded once.
 """
 
 from __future__ import annotations
@@ -21,6 +26,34 @@ from ..sampling.protocol import Sampler, SamplingParams
 
 ARMS = ("baseline", "experiment")  # an A/B test's two arms
 FEEDBACK_BOUND = 1e6  # a posted reward's magnitude (serve's feedback), where the arm's reward declares no range
+PROMPT = "#prompt="  # MODEL_SPEC#prompt=PATH: the model served with a prompt policy
+
+
+def split_prompt_spec(spec: str) -> tuple[str, str | None]:
+    """``MODEL_SPEC#prompt=PATH`` -> (MODEL_SPEC, PATH); a spec without a prompt -> (spec, None)."""
+    model, sep, prompt = spec.partition(PROMPT)
+    return (model, prompt or None) if sep else (spec, None)
+
+
+def with_prompt(model_spec: str, prompt_path: str | Path) -> str:
+    return f"{split_prompt_spec(model_spec)[0]}{PROMPT}{prompt_path}"
+
+
+class SharedServer:
+    """An engine's server behind several arms: closed when the last arm that uses it closes."""
+
+    def __init__(self, server: Any):
+        self.server, self.users = server, 1
+
+    def share(self) -> "SharedServer":
+        self.users += 1
+        return self
+
+    def close(self) -> None:
+        self.users -= 1
+        if self.users <= 0 and self.server is not None:
+            self.server.close()
+            self.server = None
 
 
 @dataclass
@@ -38,7 +71,8 @@ class ServedPolicy:
     sampling: SamplingParams
     env: StrandsEnv | None
     model_options: dict[str, Any] = field(default_factory=dict)
-    server: Any = None  # the engine's server, closed with the policy
+    server: Any = None  # the engine's server (a SharedServer), closed with the last policy that uses it
+    prompt_policy: Any = None  # a PromptPolicy the spec names (MODEL_SPEC#prompt=PATH), applied to every request
     # the verified identity of the weights served (run/verify.py verify_served): version and digest
     identity: dict[str, Any] | None = None
 
@@ -57,6 +91,27 @@ class ServedPolicy:
             self.server.close()
             self.server = None
 
+    def sharing(self, name: str, spec: str) -> "ServedPolicy":
+        """The same engine under another spec of the same model (another prompt policy, or none)."""
+        import dataclasses
+
+        _, prompt = split_prompt_spec(spec)
+        policy = _prompt(prompt)
+        return dataclasses.replace(self, name=name, spec=spec, server=self.server.share(), prompt_policy=policy,
+                                   description=_described(split_prompt_spec(self.description)[0], policy, prompt))
+
+
+def _prompt(path: str | None):
+    if path is None:
+        return None
+    from ..run.prompt_policy import load_prompt_policy
+
+    return load_prompt_policy(path)
+
+
+def _described(description: str, policy, path: str | None) -> str:
+    return f"{description}{PROMPT}{path} ({policy.summary()})" if policy is not None else description
+
 
 def serving_config(spec: str, config: str | None = None, overrides: list[str] = ()) -> TrainConfig:
     """The configuration an arm serves with: ``config`` if given, else the run's own, else defaults."""
@@ -69,6 +124,8 @@ def load_served_policy(name: str, spec: str, engine: str = "hf", config: str | N
     from ..sampling.hf_engine import EngineSampler
     from ..sampling.http_sampler import HttpSampler
 
+    full_spec, (spec, prompt) = spec, split_prompt_spec(spec)
+    prompt_policy = _prompt(prompt)  # a bad file fails before the model loads
     cfg = serving_config(spec, config, overrides)
     engine_name, server, desc, _, tok = start_policy_for_spec(spec, cfg, seed=seed, slots=max_batch_size,
                                                        max_batch_size=max_batch_size, engine=engine)
@@ -81,13 +138,14 @@ def load_served_policy(name: str, spec: str, engine: str = "hf", config: str | N
         params = sampling(cfg, "validation")
         trained = (Path(split_run_spec(spec)[0]) / "config.yaml").is_file()
         env = environment(cfg) if cfg.reward.name else None
+        desc = _described(desc, prompt_policy, prompt)
         identity = getattr(server, "identity", None)
         verified = (f", weights {identity['digest']}" + (" as the run trained them" if identity["run_verified"] else "")
                     if identity else "")
         log(f"arm {name}: {desc} ({engine_name} engine{', trained' if trained else ''}{verified})")
-        return ServedPolicy(name=name, spec=spec, description=desc, engine=engine_name, sampler=sampler,
-                            renderer=ChatRenderer(tok), sampling=params, env=env, server=server,
-                            identity=identity,
+        return ServedPolicy(name=name, spec=full_spec, description=desc, engine=engine_name, sampler=sampler,
+                            renderer=ChatRenderer(tok), sampling=params, env=env, server=SharedServer(server),
+                            identity=identity, prompt_policy=prompt_policy,
                             model_options={"tool_parser": cfg.agent.tool_parser, "reasoning": cfg.agent.reasoning})
     except BaseException:
         server.close()

@@ -11,8 +11,10 @@ and on a reconfigurable router (``serve --reconfigurable``, what the job service
 Requests and answers are translated by the gateway's own protocol modules (``gateway/``)
 and each session keeps the gateway's per-session trainable-model state (``gateway/session.py``), so
 a served policy sees its conversation rendered exactly as in training and validation: the turns it
-sampled come back as the tokens it sampled. Nothing is recorded for training; sessions idle the
-longest are forgotten beyond ``max_sessions``.
+sampled come back as the tokens it sampled. Nothing is recorded for training unless the deployment
+opts in (``record``: ``serve --record``, ``serving/recording.py``: each session a token-exact
+episode in ``sessions.jsonl``, with its arm, policy and outcome); sessions idle the longest are
+forgotten beyond ``max_sessions``.
 
 A session is named by the ``X-Agentboost-Session`` header (a client's conversation id), or, for a
 Responses request, by its ``previous_response_id`` (the session that gave that response); without
@@ -31,7 +33,8 @@ log with the same arms takes them back (and the salt, the draw count and the spl
 session or user stays on its arm across a restart. The split in force survives a restart given the
 split the test started with (the same command line run again); another split given on purpose
 replaces it, logged ``by: restart`` and said in a warning. New arms are a new test: a new
-``config`` event, from which ``ab report`` counts.
+``config`` event, from which ``ab report`` counts. A policy that leaves the server (new arms) is
+closed only when the requests it is answering have been answered: a swap fails no request.
 
 Safe by default: loopback unless told otherwise, a bearer token (required off loopback), a
 request size limit (413), a rate limit (429) per user (the request's ``user``), else per session
@@ -50,24 +53,28 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from ..agents.trainable_model import EpisodeLimitReached, PromptTooLong, TrainableModel
+from ..episodes.record import Status
 from ..errors import InputError
 from ..files import loads_json
-from ..gateway.protocol import BadRequest, Protocol, Reply, TooLarge, error, read_json, send
+from ..gateway.protocol import BadRequest, Protocol, Reply, TooLarge, error, read_json
 from ..gateway.server import PROTOCOLS, SESSION_HEADER, request_key
 from ..gateway.session import Session
 from ..rewards.registry import declared_range, get_reward
 from ..sampling.completions_server import BackgroundServer
 from ..sampling.protocol import PromptTooLongError, SamplerError
 from .policies import ARMS, FEEDBACK_BOUND, ServedPolicy
+from .recording import SESSIONS, SessionRecorder
 
 log = logging.getLogger(__name__)
 EVENTS = "ab.jsonl"  # in the serving directory: assignments, calls, feedback, split changes
+DRAIN_TIMEOUT_S = 600.0  # a policy leaving the server waits this long for its answers in progress
 
 
 class ServeInputError(InputError):
@@ -170,6 +177,27 @@ class EventLog:
             self._f = None
 
 
+@dataclass
+class Left:
+    """A session that left the server, kept for the outcome its user may still post."""
+    session: Session
+    served: dict[str, Any]  # its arm, spec and user (the record's)
+    arm: str
+    env: Any  # the reward of the arm that served it (a StrandsEnv), or None
+
+
+def reward_range(env: Any) -> tuple[float, float]:
+    """The rewards feedback may post for an arm whose reward is ``env``'s: the range that reward
+    declares, else +-FEEDBACK_BOUND."""
+    declared = None
+    if env is not None and isinstance(env.reward, str) and env.reward != "judge":
+        try:
+            declared = declared_range(get_reward(env.reward))
+        except InputError:
+            declared = None
+    return declared or (-FEEDBACK_BOUND, FEEDBACK_BOUND)
+
+
 def check_arms(names: Any) -> bool:
     """One policy (any name) or the two arms of an A/B test; True for an A/B test."""
     names = sorted(names)
@@ -218,13 +246,17 @@ class Router(BackgroundServer):
     def __init__(self, policies: dict[str, ServedPolicy], split: float | None = None, out_dir: str | Path | None = None,
                  token: str | None = None, served_name: str = "agentboost", max_request_bytes: int = 1 << 20,
                  rate_limit: float = 0.0, max_sessions: int = 10_000, min_effect: float | None = None,
-                 salt: str | None = None, loader: Any = None, prompt_policies: dict[str, Any] | None = None):
+                 salt: str | None = None, loader: Any = None, prompt_policies: dict[str, Any] | None = None,
+                 record: bool = False):
         """``loader``: ``(arms {name: spec}, current policies) -> policies`` (``build_router``'s,
         which reuses a loaded policy of the same spec); given, ``POST /v1/admin/arms`` changes the
-        arms while serving (a token is then required: who may call it loads models here)."""
+        arms while serving (a token is then required: who may call it loads models here).
+        ``record``: every session written as an episode to ``out_dir/sessions.jsonl``."""
         self.ab = check_arms(policies)
         if loader is not None and not token:
             raise ServeInputError("a reconfigurable server needs a bearer token: its callers load models")
+        if record and out_dir is None:
+            raise ServeInputError("recording sessions needs a serving directory (--out) to write sessions.jsonl in")
         self.policies = policies
         self.prompt_policies = dict(prompt_policies or {})
         unknown = set(self.prompt_policies) - set(policies)
@@ -233,6 +265,13 @@ class Router(BackgroundServer):
         self.loader = loader
         self._reconfiguring = asyncio.Lock()
         self.events = EventLog(Path(out_dir) / EVENTS if out_dir is not None else None)
+        self.recorder = SessionRecorder(Path(out_dir) / SESSIONS) if record else None
+        self._served: dict[str, dict[str, Any]] = {}  # held session id -> its arm, spec and user (the record's)
+        self._inflight: dict[int, int] = {}  # id(policy) -> requests it is answering now
+        self._ending: dict[str, tuple[Session, dict[str, Any]]] = {}  # left with a call in flight: recorded after it
+        # sessions that left the server (new arms, past max_sessions): a user's outcome may still come for
+        # them, scored by the reward of the arm that served them. The newest max_sessions are kept
+        self._left: OrderedDict[str, Left] = OrderedDict()
         before = earlier_test(self.events.path, {n: p.spec for n, p in policies.items()})
         if before is not None:  # the same test started again: its assignments, draws and split go on
             salt, min_effect = salt or before["salt"], min_effect if min_effect is not None else before["min_effect"]
@@ -287,7 +326,7 @@ class Router(BackgroundServer):
         self.events.write({"event": "config", "arms": {n: {"spec": p.spec, "description": p.description,
                                                           "engine": p.engine} for n, p in self.policies.items()},
                            "split": self.split if self.ab else None, "salt": self.salt, "min_effect": self.min_effect,
-                           **({"by": by} if by else {})})
+                           "record": self.recorder is not None, **({"by": by} if by else {})})
 
     # -- assignment ---------------------------------------------------------------------------
     def arm_for(self, key: str) -> str:
@@ -320,6 +359,9 @@ class Router(BackgroundServer):
             log.warning("arm %s: its prompt policy is left out (the arm now serves %s)", n,
                         policies[n].spec if n in policies else "nothing")
             del self.prompt_policies[n]
+        # recorded as they stand (while the arms that served them are still known): a session that goes on
+        # is a new one, on the new arms; its outcome, if it comes now, still counts (``_left``)
+        self._end_sessions()
         self.policies, self.ab, self.split, self.salt = policies, ab, new_split, uuid.uuid4().hex
         self._assigned, self._session_arm, self._sessions = {}, {}, OrderedDict()
         self.metrics.split.set(new_split)
@@ -336,11 +378,36 @@ class Router(BackgroundServer):
 
             s = Session(new_model=new_model, id=sid)
             self._sessions[sid] = s
+            self._left.pop(sid, None)  # it goes on, on these arms: an outcome now is this session's
+            self._served[sid] = {"arm": arm, "spec": p.spec, "description": p.description}
             while len(self._sessions) > self.max_sessions:
-                self._sessions.popitem(last=False)  # the longest idle: its next call renders afresh
+                gone, held = self._sessions.popitem(last=False)  # the longest idle: its next call renders afresh
+                self._end(gone, held)
         else:
             self._sessions.move_to_end(sid)
         return s
+
+    def _end(self, sid: str, s: Session) -> None:
+        """A session leaves the server (forgotten, the arms changed, the server stops): recorded;
+        one whose call is in flight (a swap while it samples) when that call has ended. Its outcome
+        may still come (``_left``)."""
+        served = self._served.pop(sid, None)
+        if served is None:
+            return
+        policy = self.policies.get(served["arm"])
+        self._left[sid] = Left(s, served, served["arm"], policy.env if policy is not None else None)
+        while len(self._left) > self.max_sessions:
+            self._left.popitem(last=False)
+        if self.recorder is None:
+            return
+        if s.lock is not None and s.lock.locked():
+            self._ending[sid] = (s, served)
+        else:
+            self.recorder.end(s, served)
+
+    def _end_sessions(self) -> None:
+        for sid, s in list(self._sessions.items()):
+            self._end(sid, s)
 
     # -- middleware -----------------------------------------------------------------------------
     @web.middleware
@@ -412,24 +479,46 @@ class Router(BackgroundServer):
             self.metrics.sessions.labels(arm).inc()
             self.events.write({"event": "assign", "session": sid, "user": user, "arm": arm, "split": self.split})
         s = self._session(sid, arm)
+        if user and sid in self._served:
+            self._served[sid]["user"] = user
         if s.lock is None:
             s.lock = asyncio.Lock()
         messages, system = call.messages, call.system
-        prompt_policy = self.prompt_policies.get(arm)
+        # serve --prompt-policy's, else the one the arm's spec names (MODEL#prompt=PATH)
+        prompt_policy = self.prompt_policies.get(arm) or self.policies[arm].prompt_policy
         demo_messages = 0
         if prompt_policy is not None:  # the same prefix on every call, so the session's turns still match
             demo_messages = len(prompt_policy.history_messages())
             messages, system = prompt_policy.for_chat(messages, system)
-        renderer = self.policies[arm].renderer
+        policy = self.policies[arm]
+        renderer = policy.renderer
         # the weights that answer (run/verify.py): OpenAI's system_fingerprint, and a header in every protocol
-        fingerprint = self.policies[arm].system_fingerprint
+        fingerprint = policy.system_fingerprint
         reply = Reply(self.served_name, protocol.new_id(), lambda token_id: renderer.decode([token_id]),
                       system_fingerprint=fingerprint)
         keep = reply.id if protocol.keeps_responses and call.options.get("store", True) else None
         t0 = time.perf_counter()
+        # counted until the answer is sent: a swap closes this policy only after it (``_set_arms``)
+        self._inflight[id(policy)] = self._inflight.get(id(policy), 0) + 1
+        try:
+            return await self._answer(request, protocol, call, s, sid, arm, messages, system, demo_messages, keep,
+                                      reply, t0)
+        finally:
+            ending = self._ending.pop(sid, None)
+            if ending is not None:  # the session left the server during this call: recorded now, as it ended
+                self.recorder.end(*ending)
+            left = self._inflight.get(id(policy), 1) - 1
+            if left > 0:
+                self._inflight[id(policy)] = left
+            else:
+                self._inflight.pop(id(policy), None)
+
+    async def _answer(self, request: web.Request, protocol: Protocol, call, s: Session, sid: str, arm: str,
+                      messages, system, demo_messages: int, keep: str | None, reply: Reply,
+                      t0: float) -> web.StreamResponse:
         async with s.lock:
             try:
-                turn = await s.call(messages, system, call.tools, keep_as=keep)
+                turn = await s.sample(messages, system, call.tools, keep_as=keep)
                 if demo_messages:  # the session's record (feedback's scoring) holds the client's turns only
                     s.last_messages = s.last_messages[demo_messages:]
                     if keep is not None:
@@ -453,9 +542,9 @@ class Router(BackgroundServer):
                            "prompt_tokens": prompt, "completion_tokens": sampled, "ok": True,
                            "api": protocol.route.strip("/")})
         headers = {SESSION_HEADER: sid, "X-Agentboost-Arm": arm} if self.ab else {SESSION_HEADER: sid}
-        if fingerprint:
-            headers[WEIGHTS_HEADER] = fingerprint
-        return await send(request, protocol, turn, call, reply, headers=headers)
+        if reply.system_fingerprint:
+            headers[WEIGHTS_HEADER] = reply.system_fingerprint
+        return await s.deliver(request, protocol, turn, call, reply, headers=headers)
 
     def _failed(self, protocol: Protocol, sid: str, arm: str, t0: float, status: int, message: str) -> web.Response:
         self.metrics.requests.labels(arm, "error").inc()
@@ -474,34 +563,50 @@ class Router(BackgroundServer):
         if not isinstance(body, dict) or not isinstance(body.get("session_id"), str):
             return _error(400, "feedback needs 'session_id' (the X-Agentboost-Session of the conversation)")
         sid = body["session_id"]
-        arm = self._session_arm.get(sid)
+        arm, s, served = self._session_arm.get(sid), self._sessions.get(sid), self._served.get(sid)
+        env = self.policies[arm].env if arm in self.policies else None
+        left = self._left.get(sid) if s is None else None
+        if left is not None:  # served, then it left the server (new arms, max_sessions): its outcome counts
+            arm, s, served, env = left.arm, left.session, left.served, left.env
         if arm is None:
             return _error(404, f"unknown session {sid!r}: no call was served under it")
         reward, success, source = body.get("reward"), body.get("success"), "client"
         if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
             return _error(400, "'reward' must be a number")
         if reward is not None:
-            low, high = self._reward_range(arm)
+            low, high = reward_range(env)
             if not (math.isfinite(reward) and low <= reward <= high):  # never into a figure of ab report
                 return _error(400, f"'reward' must be a finite number in [{low:g}, {high:g}] (the arm's reward's "
                                    f"declared range, else serve's bound), got {reward!r}")
         if success is not None and not isinstance(success, bool):
             return _error(400, "'success' must be true or false")
         task = body.get("task")
+        episode = None
         if task is not None:
             if not isinstance(task, dict):
                 return _error(400, "'task' must be the task row (an object with its answer)")
-            env = self.policies[arm].env
-            s = self._sessions.get(sid)
             if env is None:
                 return _error(400, f"arm {arm} has no reward to score with: post 'reward' or 'success'")
-            if s is None:
-                return _error(409, f"session {sid!r} is no longer held (max_sessions): post 'reward' or 'success'")
-            episode = s.episode()
-            await asyncio.get_running_loop().run_in_executor(None, env.score, task, episode)
+            recorded = None
+            if s is None:  # served before a restart: its conversation is in its record, if it was recorded
+                recorded = self.recorder.recorded(sid) if self.recorder is not None else None
+                if recorded is None:
+                    return _error(409, f"session {sid!r} is no longer held (forgotten past max_sessions, or served "
+                                       "before a restart, unrecorded): post 'reward' or 'success'")
+                episode, served = recorded
+            else:
+                if isinstance(task.get("task_id"), (str, int)):
+                    s.task = task  # the record's task: sessions of one task form a group
+                episode = s.episode()
+            if episode.failed and episode.status != Status.INCOMPLETE:
+                # the server failed the user (a sampler error): a failed session, worth the failed reward
+                episode.reward, success = env.failed_reward, False
+            else:
+                await asyncio.get_running_loop().run_in_executor(None, env.score, task, episode)
+                success = bool(episode.succeeded)
             if episode.reward is None:
                 return _error(422, f"the reward could not score session {sid!r}: {episode.error or episode.status}")
-            reward, success, source = float(episode.reward), bool(episode.succeeded), f"reward:{env.reward}"
+            reward, source = float(episode.reward), f"reward:{env.reward}"
         if reward is None and success is None:
             return _error(400, "feedback needs 'reward', 'success' or 'task'")
         m = self.metrics
@@ -513,18 +618,13 @@ class Router(BackgroundServer):
         event = {"event": "feedback", "session": sid, "arm": arm, "reward": reward, "success": success,
                  "source": source}
         self.events.write(event)
+        outcome = {"reward": reward, "success": success, "source": source, **({"task": task} if task else {})}
+        if self.recorder is not None and s is not None and served is not None:
+            # a session that left is written again with its outcome, and stays left (nothing more to write)
+            self.recorder.write(s, served, episode, outcome, final=left is not None)
+        elif self.recorder is not None and episode is not None:  # scored from its record: written again, scored
+            self.recorder.rewrite(episode, served, outcome)
         return web.json_response({k: v for k, v in event.items() if k != "event"})
-
-    def _reward_range(self, arm: str) -> tuple[float, float]:
-        """The rewards feedback may post for ``arm``: the range its reward declares, else +-FEEDBACK_BOUND."""
-        env = self.policies[arm].env
-        declared = None
-        if env is not None and isinstance(env.reward, str) and env.reward != "judge":
-            try:
-                declared = declared_range(get_reward(env.reward))
-            except InputError:
-                declared = None
-        return declared or (-FEEDBACK_BOUND, FEEDBACK_BOUND)
 
     async def _ab(self, request: web.Request) -> web.Response:
         from .report import ab_report
@@ -582,10 +682,21 @@ class Router(BackgroundServer):
             kept = {id(p) for p in new.values()}
             for p in {id(p): p for p in old.values()}.values():
                 if id(p) not in kept:
+                    await self._drained(p)
                     await loop.run_in_executor(None, p.close)
             return web.json_response({"changed": "arms", **self._state()})
         except InputError as e:
             return _error(400, str(e))
+
+    async def _drained(self, policy: ServedPolicy) -> None:
+        """Until the requests ``policy`` is answering are answered (new ones go to the new arms)."""
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while self._inflight.get(id(policy), 0) > 0:
+            if time.monotonic() > deadline:
+                log.warning("arm policy %s still answers %d requests after %.0f s: closed anyway", policy.spec,
+                            self._inflight[id(policy)], DRAIN_TIMEOUT_S)
+                break
+            await asyncio.sleep(0.05)
 
     def _state(self) -> dict[str, Any]:
         return {"split": self.split if self.ab else None,
@@ -601,6 +712,12 @@ class Router(BackgroundServer):
 
     def close(self) -> None:
         self.stop_thread()
+        if self.recorder is not None:
+            self._end_sessions()  # the sessions still held, recorded as they stand
+            for s, served in self._ending.values():  # stopped during a call
+                self.recorder.end(s, served)
+            self._ending.clear()
+            self.recorder.close()
         self.events.close()
         for p in self.policies.values():
             p.close()  # an arm's policy may serve both arms: closing twice is a no-op
@@ -625,7 +742,7 @@ def build_router(arms: dict[str, str], engine: str = "hf", config: str | None = 
     ``{arm: PATH}``, the prompt policy an arm serves with (``serve --prompt-policy``)."""
     from ..run.checkpoint import split_run_spec
     from ..run.prompt_policy import load_prompt_policy
-    from .policies import load_served_policy
+    from .policies import load_served_policy, split_prompt_spec
 
     # read before any model loads: a bad file fails fast
     prompts = {name: load_prompt_policy(path) for name, path in (prompt_policies or {}).items()}
@@ -634,18 +751,22 @@ def build_router(arms: dict[str, str], engine: str = "hf", config: str | None = 
     def load(arms: dict[str, str], current: dict[str, ServedPolicy]) -> dict[str, ServedPolicy]:
         cfg = config
         if cfg is None:
-            runs = [Path(split_run_spec(spec)[0]) / "config.yaml" for spec in arms.values()]
+            runs = [Path(split_run_spec(split_prompt_spec(spec)[0])[0]) / "config.yaml" for spec in arms.values()]
             cfg = next((str(c) for c in runs if c.is_file()), None)
         # a serving policy is reused only as it would be loaded now (its run's settings and reward)
         have = {p.spec: p for p in current.values() if served_with.get(id(p)) == cfg}
         loaded: list[ServedPolicy] = []
         try:
             for name, spec in arms.items():
-                if spec not in have:
-                    have[spec] = load_served_policy(name, spec, engine=engine, config=cfg, overrides=overrides,
-                                                    max_batch_size=max_batch_size, log=log)
-                    served_with[id(have[spec])] = cfg
-                    loaded.append(have[spec])
+                if spec in have:
+                    continue
+                model = split_prompt_spec(spec)[0]
+                same = next((p for p in have.values() if split_prompt_spec(p.spec)[0] == model), None)
+                # the same model under another prompt: its engine, shared; else the model loaded
+                have[spec] = same.sharing(name, spec) if same is not None else load_served_policy(
+                    name, spec, engine=engine, config=cfg, overrides=overrides, max_batch_size=max_batch_size, log=log)
+                served_with[id(have[spec])] = cfg
+                loaded.append(have[spec])
             return {name: have[spec] for name, spec in arms.items()}
         except BaseException:
             for p in loaded:

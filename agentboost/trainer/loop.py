@@ -41,6 +41,75 @@ from .async_rollouts import AsyncRollouts, staleness_metrics
 from .verify import StepVerifier
 
 
+def policy_update(model, optimizer, scheduler, rows: list[batching.TrainRow], cfg: TrainConfig, pad_id: int,
+                  temperature: float, step: int, ref_model=None, weights_lock=None, parity=None,
+                  correction=None) -> dict[str, Any]:
+    """One update of ``model`` on ``rows`` (each with its advantage and the log-probs it was sampled
+    with, at ``temperature``): ``optim.updates_per_step`` passes of the clipped policy loss (and the
+    KL term) in token-budget micro-batches, the health checks before and after the weights change.
+    The trainer's step, and the continual loop's candidate trained from served sessions
+    (``continual/candidates.py``), are this function. ``weights_lock``: held while the weights
+    change, so that an engine sampling this very model waits. ``parity`` (the verifier's
+    ``ParityProbe``) reads the first pass's log-probs and is checked before the optimizer's first
+    step. ``correction(batches, padded)``: the off-policy correction of asynchronous training,
+    which rewrites the padded batches before the update and returns its figures."""
+    a = cfg.algorithm
+    actor = losses.actor_config(a.clip_ratio_low, a.clip_ratio_high, a.clip_ratio_c, a.loss_agg_mode, a.policy_loss)
+    device = next(model.parameters()).device
+    batches = batching.micro_batches(rows, cfg.optim.micro_batch_tokens)
+    padded = [batching.pad_batch(mb, pad_id, device=device) for mb in batches]
+    total_rows = len(rows)
+    stats = Counter()
+    corrected = correction(batches, padded) if correction is not None else {}
+    with weights_lock if weights_lock is not None else contextlib.nullcontext():  # no sampling while the weights change
+        model.train()
+        for n_pass in range(cfg.optim.updates_per_step):
+            optimizer.zero_grad(set_to_none=True)
+            pass_loss = 0.0
+            for mb, batch in zip(batches, padded):
+                logp = losses.token_logprobs(model, batch, temperature,
+                                             checkpoint_layers=cfg.optim.gradient_checkpointing)
+                if parity is not None and n_pass == 0:
+                    parity.observe(mb, batch, logp)  # the weights that sampled them: nothing stepped yet
+                loss, pg = losses.policy_loss(logp, batch, actor)
+                kl_value = 0.0
+                if cfg.algorithm.kl_coef > 0:
+                    with torch.no_grad():
+                        if cfg.model.lora:
+                            with model.disable_adapter():
+                                ref = losses.token_logprobs(model, batch, temperature)
+                        else:
+                            ref = losses.token_logprobs(ref_model, batch, temperature)
+                    kl = losses.kl_loss(logp, ref, batch["response_mask"], cfg.algorithm.kl_type,
+                                        cfg.algorithm.loss_agg_mode)
+                    loss = loss + cfg.algorithm.kl_coef * kl
+                    kl_value = float(kl.detach())
+                share = len(mb) / total_rows  # micro-batch losses are means over their rows
+                (loss * share).backward()
+                stats["loss"] += float(loss.detach()) * share
+                pass_loss += float(loss.detach()) * share
+                # not every registered loss reports these (gpg reports none)
+                stats["pg_clipfrac"] += float(pg.get("actor/pg_clipfrac", 0.0)) * share
+                stats["ppo_kl"] += float(pg.get("actor/ppo_kl", 0.0)) * share
+                stats["kl"] += kl_value * share
+                stats["trained_tokens"] += int(batch["response_mask"].sum())
+            if parity is not None:
+                parity.check()  # the sampler's log-probs against these: the run stops before training on a mismatch
+            params = [p for p in model.parameters() if p.requires_grad]
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
+            stats["grad_norm"] = float(grad_norm)
+            health.check_loss_and_grad(pass_loss, stats["grad_norm"], step)  # before the weights change
+            optimizer.step()
+            health.check_weights(params, step)  # never checkpoint (or serve) broken weights
+        if scheduler is not None:
+            scheduler.step()
+        model.eval()
+    n = cfg.optim.updates_per_step
+    return {"loss": stats["loss"] / n, "pg_clipfrac": stats["pg_clipfrac"] / n, "ppo_kl": stats["ppo_kl"] / n,
+            "kl": stats["kl"] / n, "grad_norm": stats["grad_norm"], "trained_tokens": stats["trained_tokens"] // n,
+            "micro_batches": len(batches), **corrected}
+
+
 class Trainer(RunLifecycle):
     """The weights trainer: its step (rollouts, advantages, the update, the weight sync), its
     checkpoint (the adapter or the weights, the optimizer), its validation (and the best
@@ -326,67 +395,17 @@ class Trainer(RunLifecycle):
         return stale
 
     def update(self, rows: list[batching.TrainRow], parity=None) -> dict[str, Any]:
-        """One step's PPO update of ``rows``. ``parity`` (the verifier's ``ParityProbe``) reads the
-        first pass's log-probs, or the correction's, and is checked before the optimizer's first step."""
-        cfg = self.cfg
-        a = cfg.algorithm
-        actor = losses.actor_config(a.clip_ratio_low, a.clip_ratio_high, a.clip_ratio_c, a.loss_agg_mode, a.policy_loss)
-        pad = self.tokenizer.pad_token_id
-        device = next(self.model.parameters()).device
-        batches = batching.micro_batches(rows, cfg.optim.micro_batch_tokens)
-        padded = [batching.pad_batch(mb, pad, device=device) for mb in batches]
-        total_rows = len(rows)
-        stats = Counter()
-        correction = self._off_policy_correction(batches, padded, parity) if cfg.rollout.max_staleness > 0 else {}
+        """One step's PPO update of ``rows`` (``policy_update``). ``parity`` (the verifier's
+        ``ParityProbe``) reads the first pass's log-probs, or the correction's, and is checked
+        before the optimizer's first step."""
+        asynchronous = self.cfg.rollout.max_staleness > 0
+        correction = (lambda batches, padded: self._off_policy_correction(batches, padded, parity)) if asynchronous else None
         # no sampling from the live model while the weights change; asynchronous training samples
         # only published snapshots, so its episodes go on during the update
-        lock = self.policy_server.weights_lock if self.rollouts is None else contextlib.nullcontext()
-        with lock:
-            self.model.train()
-            for n_pass in range(cfg.optim.updates_per_step):
-                self.optimizer.zero_grad(set_to_none=True)
-                pass_loss = 0.0
-                for mb, batch in zip(batches, padded):
-                    logp = losses.token_logprobs(self.model, batch, cfg.sampling.temperature,
-                                                 checkpoint_layers=cfg.optim.gradient_checkpointing)
-                    if parity is not None and n_pass == 0:
-                        parity.observe(mb, batch, logp)  # the weights that sampled them: nothing stepped yet
-                    loss, pg = losses.policy_loss(logp, batch, actor)
-                    kl_value = 0.0
-                    if cfg.algorithm.kl_coef > 0:
-                        with torch.no_grad():
-                            if cfg.model.lora:
-                                with self.model.disable_adapter():
-                                    ref = losses.token_logprobs(self.model, batch, cfg.sampling.temperature)
-                            else:
-                                ref = losses.token_logprobs(self.ref_model, batch, cfg.sampling.temperature)
-                        kl = losses.kl_loss(logp, ref, batch["response_mask"], cfg.algorithm.kl_type,
-                                               cfg.algorithm.loss_agg_mode)
-                        loss = loss + cfg.algorithm.kl_coef * kl
-                        kl_value = float(kl.detach())
-                    share = len(mb) / total_rows  # micro-batch losses are means over their rows
-                    (loss * share).backward()
-                    stats["loss"] += float(loss.detach()) * share
-                    pass_loss += float(loss.detach()) * share
-                    # not every registered loss reports these (gpg reports none)
-                    stats["pg_clipfrac"] += float(pg.get("actor/pg_clipfrac", 0.0)) * share
-                    stats["ppo_kl"] += float(pg.get("actor/ppo_kl", 0.0)) * share
-                    stats["kl"] += kl_value * share
-                    stats["trained_tokens"] += int(batch["response_mask"].sum())
-                if parity is not None:
-                    parity.check()  # the sampler's log-probs against these: the run stops before training on a mismatch
-                params = [p for p in self.model.parameters() if p.requires_grad]
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
-                stats["grad_norm"] = float(grad_norm)
-                health.check_loss_and_grad(pass_loss, stats["grad_norm"], self.step + 1)  # before the weights change
-                self.optimizer.step()
-                health.check_weights(params, self.step + 1)  # never checkpoint (or serve) broken weights
-            self.scheduler.step()
-            self.model.eval()
-        n = cfg.optim.updates_per_step
-        return {"loss": stats["loss"] / n, "pg_clipfrac": stats["pg_clipfrac"] / n, "ppo_kl": stats["ppo_kl"] / n,
-                "kl": stats["kl"] / n, "grad_norm": stats["grad_norm"], "trained_tokens": stats["trained_tokens"] // n,
-                "micro_batches": len(batches), **correction}
+        lock = self.policy_server.weights_lock if self.rollouts is None else None
+        return policy_update(self.model, self.optimizer, self.scheduler, rows, self.cfg, self.tokenizer.pad_token_id,
+                             temperature=self.cfg.sampling.temperature, step=self.step + 1, ref_model=self.ref_model,
+                             weights_lock=lock, parity=parity, correction=correction)
 
     @torch.no_grad()
     def _off_policy_correction(self, batches: list[list[batching.TrainRow]], padded: list[dict[str, Any]],

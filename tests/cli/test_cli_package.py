@@ -17,10 +17,10 @@ from agentboost.sampling import policy_server
 from agentboost.sampling.policy_server import VLLMOptions, start_policy_server
 
 COMMANDS = ["init", "rollout", "models", "serve", "check", "data", "score", "stats", "sandbox", "train", "config", "plot", "export",
-            "export-model", "ab", "sft", "eval", "bench", "jobs"]
+            "export-model", "ab", "sft", "eval", "bench", "continual", "jobs"]
 SUBCOMMANDS = [["models", "prepare"], ["models", "list"], ["data", "prepare"], ["data", "verl"], ["sandbox", "info"],
                ["jobs", "serve"], ["ab", "report"], ["ab", "split"], ["bench", "list"], ["bench", "run"], ["bench", "report"],
-               ["bench", "rescore"]]
+               ["bench", "rescore"], ["continual", "run"], ["continual", "status"], ["continual", "propose"]]
 
 
 @pytest.mark.parametrize("command", [[c] for c in COMMANDS] + SUBCOMMANDS, ids=" ".join)
