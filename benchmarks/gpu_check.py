@@ -226,17 +226,15 @@ def _matmul_flops_per_token(model) -> float:
 
 
 def section_update(device: str, dry_run: bool) -> dict:
-    """``Trainer.update`` on a full batch of random quickstart-shaped rows, LoRA as the quickstart
-    trains it: processed tokens/s and the FLOPs that makes against the measured GEMM rate."""
-    import threading
-    import types
-
+    """The trainer's update (``policy_update``, what ``Trainer.update`` runs) on a full batch of random
+    quickstart-shaped rows, LoRA as the quickstart trains it: processed tokens/s and the FLOPs that
+    makes against the measured GEMM rate."""
     import torch
 
     from agentboost.models.loading import load_policy
     from agentboost.trainer.batch import TrainRow
     from agentboost.run.config import load_config
-    from agentboost.trainer.loop import Trainer
+    from agentboost.trainer.loop import policy_update
 
     rows_n, prompt_len, resp_len = (4, 48, 16) if dry_run else (64, 384, 128)
     gemm_n = 8192 if device == "cuda" else (512 if dry_run else 2048)
@@ -259,10 +257,12 @@ def section_update(device: str, dry_run: bool) -> dict:
                                                  target_modules=list(cfg.model.lora_target_modules)))
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=cfg.optim.lr)
-        # the trainer's own update, on a stand-in holding only what update() reads
-        state = types.SimpleNamespace(cfg=cfg, tokenizer=tok, model=model, optimizer=opt, step=0,
-                                      scheduler=torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0),
-                                      policy_server=types.SimpleNamespace(weights_lock=threading.Lock()), rollouts=None)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+
+        def update():  # the trainer's own update, as a synchronous step calls it (no KL term: kl_coef 0)
+            return policy_update(model, opt, scheduler, rows, cfg, tok.pad_token_id,
+                                 temperature=cfg.sampling.temperature, step=1)
+
         g = torch.Generator().manual_seed(0)
         vocab = model.config.vocab_size
         rows = []
@@ -270,13 +270,13 @@ def section_update(device: str, dry_run: bool) -> dict:
             ids = torch.randint(0, vocab, (prompt_len + resp_len,), generator=g).tolist()
             rows.append(TrainRow(str(i), str(i // 4), ids, [0] * prompt_len + [1] * resp_len,
                                  [0.0] * prompt_len + [-2.0] * resp_len, advantage=1.0 if i % 2 else -1.0))
-        Trainer.update(state, rows)  # warm-up (allocator, kernels)
+        update()  # warm-up (allocator, kernels)
         if device == "cuda":
             torch.cuda.synchronize()
         reps = 1 if dry_run else 3
         t0 = time.perf_counter()
         for _ in range(reps):
-            m = Trainer.update(state, rows)
+            m = update()
         if device == "cuda":
             torch.cuda.synchronize()
         dt = (time.perf_counter() - t0) / reps
@@ -293,7 +293,7 @@ def section_update(device: str, dry_run: bool) -> dict:
                       "flops_counted": f"{passes:g} x 2 x dense weights per token ({fwd / 2e6:.0f} M)"}
         if "datasheet_bf16_tflops" in out:
             out[dtype]["fraction_of_datasheet_bf16"] = flops / dt / 1e12 / out["datasheet_bf16_tflops"]
-        del model, opt, state
+        del model, opt, scheduler
         if device == "cuda":
             torch.cuda.empty_cache()
     out.update(_peak_memory(device))

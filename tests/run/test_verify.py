@@ -164,7 +164,8 @@ def test_check_run_holds_an_async_run_to_its_own_staleness_bound(tmp_path):
     one_behind.metadata["weight_version"] = 0
     pinned_elsewhere = episode("moved", [2])
     pinned_elsewhere.metadata["weight_version"] = 1
-    run = write_run(tmp_path / "k", ledger, [{"step": s, **good} for s in (1, 2, 3)],
+    # step 2 sampled nothing from the weights its update started from: no parity figures, and none owed
+    run = write_run(tmp_path / "k", ledger, [{"step": 1, **good}, {"step": 2, "parity_episodes": 0}, {"step": 3, **good}],
                     {"step_000001.jsonl": [episode("a", [0])], "step_000002.jsonl": [episode("b", [1])],
                      "step_000003.jsonl": [one_behind, pinned_elsewhere]})
     late = "step_000003.jsonl: late: version 0 sampled for step 3 (the newest synced by then is 2)"
