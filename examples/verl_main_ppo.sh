@@ -90,6 +90,10 @@ ARGS=(
 # reward (a test uses a continuous one, so that no GRPO group is all-equal and step 1 always updates). The overrides below come
 # last, so they win over the script's.
 if [ "${CPU_SMOKE:-0}" = "1" ]; then
+  # Ray's memory monitor kills a worker when the whole host passes 95% of its memory, whoever holds it:
+  # on a small machine shared with other jobs it killed this smoke's 0.4 GB reward worker. Off for the
+  # smoke (the kernel's OOM killer still guards real exhaustion); a cluster keeps Ray's default.
+  export RAY_memory_monitor_refresh_ms=${RAY_memory_monitor_refresh_ms:-0}
   SMOKE_DIR=${SMOKE_DIR:-$(mktemp -d)}
   QUICKSTART="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/quickstart/data"
   mkdir -p "$SMOKE_DIR/episodes"

@@ -155,8 +155,12 @@ class RunGroup:
         return [int(p) for p in _read(self._procs_files[0]).split() if p.isdigit()] if self.dirs else []
 
     def kill_all(self) -> int:
-        """SIGKILL every process left in the group until it is empty; how many were killed."""
-        return kill_until_gone(self.pids)
+        """SIGKILL every process left in the group until it is empty; how many were in it when the
+        sweep began. Counted from that first listing, not from the kills that succeed: killing one
+        process can take others with it (bubblewrap's PID namespace ends with its reaper), so which
+        kill lands first would otherwise change the count."""
+        before = set(self.pids())
+        return max(len(before), kill_until_gone(self.pids))
 
     def remove(self) -> None:
         for d in reversed(self.dirs):

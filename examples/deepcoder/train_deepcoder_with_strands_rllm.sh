@@ -41,6 +41,8 @@ launch() {  # DRY_RUN=1: print the Hydra overrides, one a line, then compose the
 # patched first (`python apply_patches.py`). These overrides come last, so they win.
 SMOKE=()
 if [ "${CPU_SMOKE:-0}" = "1" ]; then
+  # Ray's memory monitor counts the whole host's memory: off for the smoke, as in examples/verl_main_ppo.sh
+  export RAY_memory_monitor_refresh_ms=${RAY_memory_monitor_refresh_ms:-0}
   SMOKE_DIR=${SMOKE_DIR:-$(mktemp -d)}
   QUICKSTART="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/quickstart/data"
   if [ "${DRY_RUN:-0}" != "1" ]; then
