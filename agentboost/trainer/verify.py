@@ -47,7 +47,7 @@ class StepVerifier:
         # the update's forward pass computes what the sampler computed only where training adds no
         # noise of its own (a dropout layer, or attention dropout, active in train mode); with
         # asynchronous training the correction's proximal pass (eval mode) is read instead
-        self.update_forward = cfg.rollout.max_staleness > 0 or not _dropout_in_training(cfg, model)
+        self.update_forward = cfg.rollout.max_staleness > 0 or not _dropout_in_training(model)
         step = resume_step or 0
         for key, on, what in (("verify.weights", self.weights, "weight syncs are not fingerprinted: nothing checks "
                                                                  "that the engine serves the weights just trained"),
@@ -196,9 +196,8 @@ def recompute(model, rows: list[batching.TrainRow], pad_id: int, temperature: fl
     return logp[m].cpu(), batch["old_log_prob"][m].cpu()
 
 
-def _dropout_in_training(cfg, model) -> bool:
-    if cfg.model.lora and cfg.model.lora_dropout > 0:
-        return True
+def _dropout_in_training(model) -> bool:
+    # peft's LoRA dropout is an nn.Dropout module like any other (an Identity at 0)
     if float(getattr(getattr(model, "config", None), "attention_dropout", 0.0) or 0.0) > 0:
         return True
     return any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
