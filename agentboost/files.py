@@ -106,6 +106,34 @@ def clean_temporaries(directory: str | os.PathLike[str]) -> list[str]:
     return removed
 
 
+def drop_torn_tail(path: str | os.PathLike[str]) -> int:
+    """Cut an append-only file (JSONL) back to its last complete line: a process killed in the middle
+    of an append leaves a line without its newline, which the next append would run into (one line
+    that is neither record). Returns the bytes removed."""
+    p = Path(path)
+    try:
+        with open(p, "rb+") as f:
+            size = f.seek(0, os.SEEK_END)
+            if not size:
+                return 0
+            keep, block = size, 4096
+            while keep > 0:  # find the last newline from the end, a block at a time
+                start = max(0, keep - block)
+                f.seek(start)
+                chunk = f.read(keep - start)
+                i = chunk.rfind(b"\n")
+                if i >= 0:
+                    keep = start + i + 1
+                    break
+                keep = start
+            if keep == size:
+                return 0
+            f.truncate(keep)
+            return size - keep
+    except FileNotFoundError:
+        return 0
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``path`` to write (``.<name>.tmp-XXXX<suffix>``, created with

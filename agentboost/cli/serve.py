@@ -138,6 +138,10 @@ def cmd_serve(args) -> int:
                 else router.policies["policy"].description)
         if "policy" in router.prompt_policies:
             what += f" with {router.prompt_policies['policy'].summary()} ({args.prompt_policy})"
+        if router.unconfirmed_at_start:
+            print(f"warning: {router.unconfirmed_at_start} recorded session(s) were being answered when the server "
+                  "last stopped: whether their last answer reached the client is unknown; kept as incomplete, never "
+                  "trained on", flush=True)
         print(f"serving {what} at {url}/v1 (chat completions; Ctrl-C to stop)", flush=True)
         _wait_forever()
     finally:

@@ -521,7 +521,8 @@ def report_text(r: dict[str, Any]) -> str:
              f"sessions: {c.get('served', 0)} served, {c.get('recorded', 0)} recorded, rewarded "
              f"{', '.join(f'{n} by {k}' for k, n in (c.get('rewarded') or {}).items()) or '0'}, "
              f"{c.get('unrewarded', 0)} without a reward and {c.get('not_trainable', 0)} incomplete or failed "
-             "(never trained on)",
+             + (f"({c['unconfirmed_delivery']} being answered when a server stopped) " if c.get("unconfirmed_delivery")
+                else "") + "(never trained on)",
              f"cost: {r['spent_usd']:.4f} USD" + (f" of {r['max_cost']:g}" if r.get("max_cost") else "")
              + (f"; {r['points_gained']:+.1f} points gained, {r['usd_per_point']:.4f} USD a point"
                 if r.get("usd_per_point") else "")]

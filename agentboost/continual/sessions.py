@@ -38,6 +38,7 @@ class Served:
     recorded_at: float
     reward: float | None = None  # from its record's outcome
     source: str | None = None
+    unconfirmed: bool = False  # its last record is a write-ahead one: the server stopped while answering it
 
 
 class Tail:
@@ -93,7 +94,8 @@ class ServedLog:
                 episode_id=r["episode_id"], session=served.get("session", ""), spec=served.get("spec", ""),
                 arm=served.get("arm", ""), status=str(r.get("status")), task_id=str(r.get("task_id")), offset=offset,
                 recorded_at=float(served.get("recorded_at") or time.time()),
-                reward=r.get("reward") if outcome else None, source=outcome.get("source"))
+                reward=r.get("reward") if outcome else None, source=outcome.get("source"),
+                unconfirmed=served.get("delivery") == "unconfirmed")
         for _, r in self._events.read():
             self.ab_rows.append(r)
             if r.get("event") == "assign":
@@ -153,12 +155,14 @@ class ServedLog:
 
     def counts(self) -> dict[str, Any]:
         """Every session, counted: served (assigned an arm), recorded, rewarded by source,
-        unrewarded (kept, never trained on), and not trainable (incomplete or failed)."""
+        unrewarded (kept, never trained on), and not trainable (incomplete or failed; of them, those a
+        stopped server was answering: ``unconfirmed_delivery``)."""
         by_source: dict[str, int] = {}
-        unrewarded = untrainable = 0
+        unrewarded = untrainable = unconfirmed = 0
         for s in self.sessions.values():
             if not self.trainable(s):
                 untrainable += 1
+                unconfirmed += s.unconfirmed
                 continue
             _, source = self.reward(s)
             if source is None:
@@ -167,5 +171,5 @@ class ServedLog:
                 key = "judge" if source == "judge" else "feedback"
                 by_source[key] = by_source.get(key, 0) + 1
         return {"served": self.assigned, "recorded": len(self.sessions), "rewarded": by_source,
-                "unrewarded": unrewarded, "not_trainable": untrainable,
+                "unrewarded": unrewarded, "not_trainable": untrainable, "unconfirmed_delivery": unconfirmed,
                 "not_recorded_yet": max(0, self.assigned - len(self.sessions))}

@@ -18,6 +18,7 @@ import numpy as np
 from ..agents.http_agent import HttpAgentSpec
 from ..episodes.record import Episode, EpisodeWriter
 from ..episodes.summary import finite_rewards, reasoning_metrics, success_ci95, tool_use_metrics
+from ..files import atomic_write_text
 from ..models.chat import chat_model_spec, is_chat_model_spec
 from ..rewards.groups import apply_group_policy
 from ..rollout.pool import StrandsProcessPool, collect
@@ -231,7 +232,7 @@ def evaluate(model: str, baseline: str, tasks: list[dict], cfg: TrainConfig, sam
     if policy is not None:
         result["prompt_policy"] = f"{policy.summary()} ({prompt_policy})"
     if out is not None:
-        (out / "eval.json").write_text(json.dumps(result, indent=1))
+        atomic_write_text(out / "eval.json", json.dumps(result, indent=1))  # a kill leaves no half report
     return result
 
 

@@ -65,6 +65,9 @@ class Session:
     # Responses API: response id -> the conversation it ends (its input and its answer), which a
     # later request's previous_response_id continues
     responses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # called with the session before each answer is sent (``serve --record``'s write-ahead record:
+    # what a client may have seen is on disk before it can see it)
+    before_delivery: Callable[["Session"], None] | None = None
 
     def lineage_for(self, messages: list[dict[str, Any]], system: str | None) -> Lineage:
         for lineage in reversed(self.lineages):
@@ -131,6 +134,8 @@ class Session:
         while it was sent) makes the episode ``incomplete``: what the agent saw next is unknown."""
         if not call.stream and (request.transport is None or request.transport.is_closing()):
             self.incomplete = "the client disconnected before the answer reached it"
+        if self.before_delivery is not None:
+            self.before_delivery(self)
         try:
             return await send(request, protocol, turn, call, reply, headers=headers)
         except (ConnectionError, asyncio.CancelledError):

@@ -5,7 +5,9 @@ The durable record is each run's ``events.jsonl`` (written by the trainer: progr
 warning, budget_warning, compare_to_base, resume, completed / cancelled / failed). A job whose process died without saying
 how it ended gets a ``failed`` event here, and a job cancelled before it started a ``cancelled`` one
 (so every stream of a job that ended ends). Delivery offsets are kept in
-``<root>/webhooks.json``, so a restarted service neither skips nor repeats a delivered event.
+``<root>/webhooks.json`` after each delivery, so a restarted service skips none, and repeats only
+the one a kill caught between the receiver's 2xx and that write (same ``X-Agentboost-Delivery``:
+receivers dedupe on it).
 
 Subscriptions take agentboost's event names or the GRPO guide's (``training.job.progress``,
 ``training.budget.warning``, ...: ``GUIDE_EVENTS``). Each delivery is a POST of
@@ -31,7 +33,7 @@ from .store import JobError, JobStore
 
 # every event the trainer writes: a subscription to all of them sees every seq, with no gap
 EVENTS = ("progress", "checkpoint", "best_checkpoint", "warning", "budget_warning", "compare_to_base", "resume",
-          "completed", "cancelled", "failed")
+          "restart", "warm_start", "parity", "prompt_candidate", "completed", "cancelled", "failed")
 TERMINAL = ("completed", "cancelled", "failed")
 RETRIES = 3
 # the GRPO guide's webhook event names for the same events (it names the first two; the rest follow
@@ -40,6 +42,8 @@ GUIDE_EVENTS = {"training.job.progress": "progress", "training.budget.warning": 
                 "training.checkpoint.saved": "checkpoint", "training.checkpoint.best": "best_checkpoint",
                 "training.job.warning": "warning",
                 "training.evaluation.completed": "compare_to_base", "training.job.resumed": "resume",
+                "training.job.restarted": "restart", "training.warm_start.completed": "warm_start",
+                "training.verification.parity": "parity", "training.prompt.candidate": "prompt_candidate",
                 "training.job.completed": "completed", "training.job.cancelled": "cancelled",
                 "training.job.failed": "failed"}
 GUIDE_NAME = {v: k for k, v in GUIDE_EVENTS.items()}

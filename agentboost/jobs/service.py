@@ -283,6 +283,9 @@ def make_app(store: JobStore, allow_private_webhooks: bool = False,
         # a deployment a service before this one left running (it died) is no longer owned: stopped
         await blocking(deployments.stop_all, "a new job service started")
         await blocking(loops.stop_all, "a new job service started")
+        # a job the machine's going down interrupted goes on from its last checkpoint
+        for job_id in await blocking(store.recover):
+            print(f"agentboost jobs: {job_id} was interrupted (its process ended without a word): resumed", flush=True)
         app[DELIVERIES] = asyncio.get_running_loop().create_task(hooks.run())
         app[QUEUE] = asyncio.get_running_loop().create_task(start_queued())
 

@@ -98,6 +98,9 @@ def _proc_start(pid: int) -> str | None:
     return fields[19] if fields else None
 
 
+MAX_RESTARTS = 3  # resumes of one job after interruptions (``JobStore.recover``): a job that keeps dying stays failed
+
+
 class JobStore:
     def __init__(self, root: str | Path, max_running: int = 2):
         self.root = Path(root)
@@ -187,13 +190,49 @@ class JobStore:
         return job_id
 
     def _launch(self, d: Path, meta: dict[str, Any]) -> None:
+        # a job that wrote its run directory goes on from it (``recover``); else it starts
+        args = (["--resume", str(d / "run")] if (d / "run" / "config.yaml").is_file()
+                else [str(d / "config.yaml"), "--run-dir", str(d / "run")])
         with open(d / "log.txt", "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "agentboost.cli", "train", str(d / "config.yaml"),
-                                     "--run-dir", str(d / "run")], stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(d))
+            proc = subprocess.Popen([sys.executable, "-m", "agentboost.cli", "train", *args], stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    cwd=str(d))
         meta.update(pid=proc.pid, proc_start=_proc_start(proc.pid), started_at=time.time())
         self._save(d, meta)
         self._children.append(proc)
+
+    def interrupted(self, d: Path, meta: dict[str, Any]) -> bool:
+        """A job whose process is gone without saying how it ended: started, not cancelled, no
+        ``result.json`` and no ``completed`` / ``cancelled`` / ``failed`` event of its own (a named
+        failure says so; a SIGKILL, the machine going down or the OOM killer say nothing), and not
+        seen failed by a service that lived on (``status``: its ``failed`` event is out)."""
+        if not meta.get("pid") or meta["cancel_requested"] or meta.get("failed_at") or self._alive(meta):
+            return False
+        run = d / "run"
+        if (run / "result.json").is_file():
+            return False
+        events = run / "events.jsonl"
+        ended = events.is_file() and any(isinstance(e, dict) and e.get("event") in ("completed", "cancelled", "failed")
+                                         for _, e in iter_jsonl(events, growing=True))
+        return not ended
+
+    def recover(self) -> list[str]:
+        """At the service's start: each job that was interrupted (``interrupted``: the service's
+        machine went down, everything was killed) resumes from its last checkpoint, or starts over
+        when it had none, at most ``MAX_RESTARTS`` times (then it stays failed, with its reason);
+        the ones resumed. Its run says so in its events (``resume`` / ``restart``)."""
+        with self._lock:
+            resumed = []
+            for d in sorted(self.root.iterdir()):
+                if not (d / "job.json").is_file():
+                    continue
+                meta = self._meta(d)
+                if not self.interrupted(d, meta) or meta.get("restarts", 0) >= MAX_RESTARTS:
+                    continue
+                meta["restarts"] = meta.get("restarts", 0) + 1
+                self._launch(d, meta)
+                resumed.append(meta["job_id"])
+            return resumed
 
     def start_queued(self) -> list[str]:
         """Start queued jobs, oldest first, while fewer than ``max_running`` run; the ones started."""
@@ -242,6 +281,11 @@ class JobStore:
         out.pop("run_dir", None)
         if state == "failed":
             out["error"] = failure_reason(d)
+            if not meta.get("failed_at") and meta.get("pid"):
+                # seen dead by a service that lives: final (its event is delivered as the job's last);
+                # only a job whose service went down with it is resumed (``recover``)
+                meta["failed_at"] = time.time()
+                self._save(d, meta)
         from ..run.checkpoint import latest_name  # (it imports torch: not at the service's start)
 
         out["checkpoint"] = latest_name(d / "run")

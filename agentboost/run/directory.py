@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from ..errors import InputError
-from ..files import clean_temporaries
+from ..files import clean_temporaries, drop_torn_tail
 from .checkpoint import CheckpointError
 from .config import TrainConfig, config_from_dict, save_config
 
@@ -25,14 +25,19 @@ def saved_config(run_dir: Path) -> TrainConfig:
 
 
 def prepare_run_dir(cfg: TrainConfig, run_dir: Path, resume: bool, log=print) -> None:
-    """Create the run directory and its ``episodes/``, remove what a killed run's atomic writes left,
-    and save the configuration of a new run; an unwritable directory is one ``InputError``."""
+    """Create the run directory and its ``episodes/``, remove what a killed run's atomic writes and
+    appends left (temporaries, a torn last line), and save the configuration of a new run; an unwritable directory is one ``InputError``."""
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "episodes").mkdir(exist_ok=True)
         for d in (run_dir, run_dir / "checkpoints"):
             for name in clean_temporaries(d):
                 log(f"removed {d / name}, left by an interrupted write")
+        # a kill in the middle of an append left a line without its end (a resume, or the same command
+        # again in the directory of a run stopped before its first checkpoint): it goes
+        for path in sorted([*run_dir.glob("*.jsonl"), *(run_dir / "episodes").glob("*.jsonl")]):
+            if (cut := drop_torn_tail(path)):
+                log(f"removed the torn last line of {path} ({cut} bytes, left by an interrupted write)")
         if not resume:
             save_config(cfg, run_dir / "config.yaml")
     except OSError as e:

@@ -132,8 +132,9 @@ class RunLifecycle:
                 log(f"warning: {self.run_dir} has no checkpoint (it was stopped before its first): "
                     "starting the run over from step 0 with its saved config")
             restored = self.restore() if self.resumed else None
-            # what the stopped attempt recorded past the step resumed from is set aside, never appended to
-            aside, moved = set_aside_after(self.run_dir, self.step if self.resumed else -1) if resume else (None, [])
+            # what a stopped attempt recorded past the step resumed from is set aside, never appended to (a
+            # new run in the directory of one stopped before its first checkpoint too: the same command again)
+            aside, moved = set_aside_after(self.run_dir, self.step if self.resumed else -1)
             if moved:
                 log(f"moved {len(moved)} episode file(s) of steps after step {self.step} (sampled by the stopped "
                     f"attempt, not trained on by the weights resumed) to {aside}")

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..episodes.passk import pass_at_k
 from ..episodes.summary import ci95_text
-from ..files import iter_jsonl
+from ..files import atomic_write_text, iter_jsonl
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -111,7 +111,7 @@ class MetricsLogger:
             # a resumed run repeats the steps after its last checkpoint: drop their old lines
             path = run_dir / name
             kept = [r for r in _read_jsonl(path) if r["step"] <= truncate_after_step]
-            path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+            atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))  # a kill here keeps the old file
         self.tb = None
         if cfg.run.tensorboard:
             from torch.utils.tensorboard import SummaryWriter

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import RunFailed
-from ..files import iter_jsonl
+from ..files import atomic_write_text, iter_jsonl
 from ..models import fingerprint as fp
 
 LEDGER = "weights.jsonl"
@@ -105,6 +105,8 @@ class WeightLedger:
     appended to ``weights.jsonl`` as they are verified."""
 
     def __init__(self, run_dir: str | Path, truncate_after_version: int | None = None):
+        """``truncate_after_version``: the versions kept from an earlier attempt (a resume at step N
+        keeps those before N: it verifies N's sync again, on its own engine)."""
         self.path = Path(run_dir) / LEDGER
         self.records: dict[int, dict[str, Any]] = {}
         kept = []
@@ -113,8 +115,8 @@ class WeightLedger:
                 if truncate_after_version is None or row["version"] <= truncate_after_version:
                     kept.append(row)
                     self.records[int(row["version"])] = row
-        # a resumed run repeats the versions after its checkpoint: their old lines go
-        self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        # a resumed run repeats the versions from its checkpoint on: their old lines go
+        atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))  # a kill here keeps the old file
         # the last verified version's weights drawn as the next version will be: a sync that
         # never happened shows as the engine still holding them
         self._previous: tuple[int, dict] | None = None

@@ -19,6 +19,13 @@ of the same task form a GRPO group whoever sent them.
 A session is written when its outcome arrives (a later outcome writes it again: the last line of
 an ``episode_id`` counts) and when it ends without one (forgotten past ``max_sessions``, the arms
 changed, the server stopped); a session with no outcome is kept, with ``reward`` null, and counted.
+
+Write-ahead: before each answer is sent, the session's record as it stands is written (flushed),
+``incomplete`` with ``metadata["served"]["delivery"] = "unconfirmed"``: what a client may have seen
+is on disk before it can see it. The session's next record (its outcome, its end) supersedes it; a
+server killed in between leaves it as the session's last record, so a session whose last answer may
+or may not have reached its client is kept, counted (``unconfirmed_delivery``) and never trained on.
+It costs one record written per answer.
 An outcome may come after the session left (its user posts it after a swap, or after a restart:
 the server scores the session it still holds, or else its record) and writes it again.
 """
@@ -32,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..episodes.record import Episode, EpisodeWriter
+from ..episodes.record import Episode, EpisodeWriter, Status
 from ..files import iter_jsonl
 from ..gateway.session import Session
 
@@ -58,6 +65,17 @@ def apply_outcome(ep: Episode, reward: float | None, success: bool | None) -> No
         ep.reward_components = {**ep.reward_components, "outcome": float(bool(success))}
 
 
+# the reason a write-ahead record gives, which is the session's if the server stops before its next record
+UNCONFIRMED = ("the server stopped while the answer to call {calls} was being sent: whether the client saw it "
+               "is unknown")
+
+
+def unconfirmed_deliveries(path: str | Path) -> int:
+    """Sessions whose last record is a write-ahead one: the server stopped while answering them."""
+    return sum(((r.get("metadata") or {}).get("served") or {}).get("delivery") == "unconfirmed"
+               for r in latest_records(path).values())
+
+
 class SessionRecorder:
     """Appends served sessions to ``path`` (flushed line by line: a crash loses no written one).
     Called from the serving loop; ``close`` from another thread."""
@@ -68,16 +86,14 @@ class SessionRecorder:
         self._lock = threading.Lock()
         self._written: dict[str, int] = {}  # session id -> calls in its last written record
         self.written = 0
+        self.written_ahead = 0  # write-ahead records (one per answer sent)
 
     def write(self, s: Session, served: dict[str, Any], episode: Episode | None = None,
               outcome: dict[str, Any] | None = None, final: bool = False) -> Episode:
         """Write session ``s`` (``episode``: its record, already scored by the caller; else built
         here). ``served``: the arm, spec and user it was served under; ``outcome``: the feedback.
         ``final``: the session has left the server (``end`` was called): nothing more to track."""
-        ep = episode if episode is not None else s.episode()
-        if "task_id" not in s.task:
-            first = s.lineages[0].model if s.lineages else None
-            ep.task_id = ep.group_id = opening_task_id(s.last_messages, first._prev_system if first else None)
+        ep = episode if episode is not None else self._episode(s)
         if outcome is not None and episode is None:
             apply_outcome(ep, outcome.get("reward"), outcome.get("success"))
         ep.metadata["served"] = {**served, "session": s.id, "outcome": outcome, "recorded_at": time.time()}
@@ -91,6 +107,27 @@ class SessionRecorder:
                 self._written[s.id] = s.num_calls() + (s.failure is not None or s.incomplete is not None)
             self.written += 1
         return ep
+
+    @staticmethod
+    def _episode(s: Session) -> Episode:
+        ep = s.episode()
+        if "task_id" not in s.task:
+            first = s.lineages[0].model if s.lineages else None
+            ep.task_id = ep.group_id = opening_task_id(s.last_messages, first._prev_system if first else None)
+        return ep
+
+    def write_ahead(self, s: Session, served: dict[str, Any]) -> None:
+        """Before an answer is sent (``Session.before_delivery``): the session as it stands,
+        ``incomplete`` until its next record supersedes this one; what a crash leaves is counted and
+        never trained on. The session's tracking (``end``'s) is left as it was."""
+        ep = self._episode(s)
+        ep.status, ep.error = Status.INCOMPLETE, UNCONFIRMED.format(calls=s.num_calls())
+        ep.metadata["served"] = {**served, "session": s.id, "outcome": None, "recorded_at": time.time(),
+                                 "delivery": "unconfirmed"}
+        with self._lock:
+            if self._writer is not None:
+                self._writer.write(ep)
+                self.written_ahead += 1
 
     def recorded(self, session_id: str) -> tuple[Episode, dict[str, Any]] | None:
         """The latest record of a session that is no longer held (served before a restart), as an

@@ -70,7 +70,7 @@ from ..rewards.registry import declared_range, get_reward
 from ..sampling.completions_server import BackgroundServer
 from ..sampling.protocol import PromptTooLongError, SamplerError
 from .policies import ARMS, FEEDBACK_BOUND, ServedPolicy
-from .recording import SESSIONS, SessionRecorder
+from .recording import SESSIONS, SessionRecorder, unconfirmed_deliveries
 
 log = logging.getLogger(__name__)
 EVENTS = "ab.jsonl"  # in the serving directory: assignments, calls, feedback, split changes
@@ -266,6 +266,8 @@ class Router(BackgroundServer):
         self._reconfiguring = asyncio.Lock()
         self.events = EventLog(Path(out_dir) / EVENTS if out_dir is not None else None)
         self.recorder = SessionRecorder(Path(out_dir) / SESSIONS) if record else None
+        # sessions a stopped server was answering (their write-ahead record is their last): counted, never trained on
+        self.unconfirmed_at_start = unconfirmed_deliveries(Path(out_dir) / SESSIONS) if record else 0
         self._served: dict[str, dict[str, Any]] = {}  # held session id -> its arm, spec and user (the record's)
         self._inflight: dict[int, int] = {}  # id(policy) -> requests it is answering now
         self._ending: dict[str, tuple[Session, dict[str, Any]]] = {}  # left with a call in flight: recorded after it
@@ -377,6 +379,8 @@ class Router(BackgroundServer):
                 return TrainableModel(p.sampler, p.renderer, p.sampling, **p.model_options)
 
             s = Session(new_model=new_model, id=sid)
+            if self.recorder is not None:  # each answer on disk before its client can see it
+                s.before_delivery = lambda held: self.recorder.write_ahead(held, self._served_as(held.id))
             self._sessions[sid] = s
             self._left.pop(sid, None)  # it goes on, on these arms: an outcome now is this session's
             self._served[sid] = {"arm": arm, "spec": p.spec, "description": p.description}
@@ -386,6 +390,13 @@ class Router(BackgroundServer):
         else:
             self._sessions.move_to_end(sid)
         return s
+
+    def _served_as(self, sid: str) -> dict[str, Any]:
+        """What a session is served under (arm, spec, user): a held one's, or one that left during its call."""
+        if sid in self._served:
+            return self._served[sid]
+        ending = self._ending.get(sid)
+        return ending[1] if ending is not None else {}
 
     def _end(self, sid: str, s: Session) -> None:
         """A session leaves the server (forgotten, the arms changed, the server stops): recorded;

@@ -36,7 +36,7 @@ class StepVerifier:
         self.weights, self.parity = v.weights, v.logprob_parity
         self.dtype = policy_server.served_dtype()
         self.bounds = verify.parity_bounds(engine_name, self.dtype, v.parity_mean_bound, v.parity_p99_bound)
-        self.ledger = (verify.WeightLedger(run_dir, -1 if resume_step is None else resume_step)
+        self.ledger = (verify.WeightLedger(run_dir, -1 if resume_step is None else resume_step - 1)
                        if self.weights else None)
         self.version: int | None = None  # the version the next rollouts sample (the last one verified)
         # the versions a step's calls may come from: the newest verified one, and with asynchronous

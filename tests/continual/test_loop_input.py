@@ -134,6 +134,7 @@ def test_served_sessions_joined_with_their_outcomes(tmp_path):
     assert [s.episode_id for s in log.candidates_for("P", used={"e1"})] == ["e2"]
     counts = log.counts()
     assert counts == {"served": 6, "recorded": 5, "rewarded": {"feedback": 3}, "unrewarded": 1, "not_trainable": 1,
+                      "unconfirmed_delivery": 0,
                       "not_recorded_yet": 1}
     with open(serve / "sessions.jsonl", "a") as f:
         f.write(', "late": 1}\n')

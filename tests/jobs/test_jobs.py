@@ -14,7 +14,7 @@ from helpers import AppThread
 
 from agentboost.jobs.client import JobServiceError, TrainingClient
 from agentboost.jobs.service import make_app
-from agentboost.jobs.store import JobStore
+from agentboost.jobs.store import MAX_RESTARTS, JobStore
 
 DATA = [{"query": f"What is {a} + {b}?", "expected_outcome": str(a + b)} for a, b in [(2, 3), (4, 4), (1, 6), (5, 2)]]
 TINY = {"batch_size": 2, "n_trajectories_per_query": 2, "checkpoint_interval": 1,
@@ -201,3 +201,78 @@ def test_a_deployment_left_by_a_dead_service_is_stopped_when_the_service_starts(
         if left.poll() is None:
             left.kill()
             left.wait()
+
+
+@pytest.mark.slow
+def test_a_job_killed_with_its_service_resumes_when_the_service_starts_again(tmp_path, smollm2_path):
+    """The machine goes down (the service and its job SIGKILLed) after the job's first checkpoint: the next
+    service resumes the job from it, the job ends as it would have (each step trained once), and the
+    webhook receiver gets every event of both attempts once, in order."""
+    import signal
+
+    root = tmp_path / "jobs"
+    svc = start_service(root, allow_private_webhooks=True)
+    receiver = Receiver()
+    client = TrainingClient(svc.url, root=root)
+    try:
+        client.subscribe_webhook(receiver.url)
+        job = client.start_training("killed", {**TINY, "n_iterations": 2, "overrides": {
+            **TINY["overrides"], "reward.name": "agentboost.testing.chaos_jobs:answer_length"}}, DATA)["job_id"]
+        run = root / job / "run"
+        wait_for(lambda: (run / "checkpoints" / "latest").is_file() or client.get_status(job)["state"] == "failed",
+                 every=0.1)
+        assert client.get_status(job)["state"] == "running", client.get_status(job)
+    finally:
+        svc.stop()  # the machine goes down: the service first (a stopped one does nothing more), then the job
+    pid = json.loads((root / job / "job.json").read_text())["pid"]
+    os.killpg(pid, signal.SIGKILL)  # its process group: the trainer and its rollout workers
+    wait_for(lambda: not JobStore(root)._alive(json.loads((root / job / "job.json").read_text())), timeout=30,
+             every=0.1)
+    svc = start_service(root, allow_private_webhooks=True)
+    try:
+        client = TrainingClient(svc.url, root=root)
+        done = wait_for(lambda: (s := client.get_status(job))["state"] in ("completed", "failed") and s)
+        assert done["state"] == "completed" and done["step"] == 2, done
+        assert json.loads((root / job / "job.json").read_text())["restarts"] == 1
+        events = [json.loads(line)["event"] for line in (run / "events.jsonl").read_text().splitlines()]
+        assert "resume" in events or "restart" in events
+        for step in (1, 2):  # each step's episodes recorded once: the first attempt's extra ones set aside
+            assert len((run / "episodes" / f"step_{step:06d}.jsonl").read_text().splitlines()) == 4
+        wait_for(lambda: any(json.loads(b)["event"] == "completed" for _, b in receiver.received), timeout=60,
+                 every=0.5)
+        seqs = [json.loads(b)["seq"] for _, b in receiver.received]
+        assert seqs == list(range(len(events))), seqs  # every event of both attempts, once, in order
+    finally:
+        svc.stop()
+    # a job that keeps dying is not resumed for ever; a job that ended is never resumed
+    store = JobStore(root)
+    assert store.recover() == []  # completed
+    (run / "result.json").unlink()  # as if it had been killed again, for the MAX_RESTARTS-th time
+    (run / "events.jsonl").write_text("".join(line + "\n" for line in (run / "events.jsonl").read_text().splitlines()
+                                              if json.loads(line)["event"] != "completed"))
+    meta = json.loads((root / job / "job.json").read_text())
+    assert store.interrupted(root / job, meta)
+    (root / job / "job.json").write_text(json.dumps({**meta, "restarts": MAX_RESTARTS}))
+    assert store.recover() == [] and store.status(job)["state"] == "failed"
+    # a job a living service saw fail (the OOM killer, a kill of the job alone) stays failed: its
+    # ``failed`` event went out as its last
+    (root / job / "job.json").write_text(json.dumps({**meta, "restarts": 0}))
+    assert store.interrupted(root / job, meta) and store.status(job)["state"] == "failed"
+    assert not store.interrupted(root / job, json.loads((root / job / "job.json").read_text()))
+    assert store.recover() == []
+
+
+def test_every_event_a_run_writes_is_one_a_webhook_can_subscribe_to():
+    """A subscription to every event sees every seq with no gap: an event a run writes that is missing from
+    ``EVENTS`` was skipped by every delivery (a resumed job's ``restart`` was)."""
+    import re
+
+    from agentboost.jobs.events import EVENTS, GUIDE_EVENTS
+    from helpers import REPO
+
+    written = set()
+    for path in (REPO / "agentboost").rglob("*.py"):
+        written |= set(re.findall(r'log_event\(\{"event": "([a-z_]+)"', path.read_text()))
+    written |= {"completed", "cancelled"}  # written as one expression (lifecycle.run)
+    assert written and written <= set(EVENTS), sorted(written - set(EVENTS))
+    assert set(GUIDE_EVENTS.values()) == set(EVENTS)

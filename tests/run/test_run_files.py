@@ -10,6 +10,7 @@ from contextlib import contextmanager
 import pytest
 from helpers import REPO, cli
 
+from agentboost.files import iter_jsonl
 from agentboost.run import health
 from agentboost.run.checkpoint import verify_checkpoint
 from agentboost.run.config import load_config
@@ -67,6 +68,16 @@ def test_a_full_disk_fails_the_run_by_name_and_keeps_the_last_checkpoint(tmp_pat
         assert verify_checkpoint(ckpts / "step_000001") is None
         assert sorted(p.name for p in ckpts.iterdir()) == ["latest", "step_000001"]  # nothing half-written
         assert not (disk / "run" / "result.json").exists()
+
+        # once there is space again, the run resumes from that checkpoint and ends whole
+        (disk / "filler").unlink()
+        said = []
+        result = loop.Trainer(None, disk / "run", resume=True, log=said.append).run()
+        assert result["steps"] == 3 and any("at step 1 from step_000001" in s for s in said), said
+        for path in sorted((disk / "run").glob("*.jsonl")) + sorted((disk / "run" / "episodes").glob("*.jsonl")):
+            assert path.read_bytes().endswith(b"\n"), path  # no torn line left where the disk filled up
+            list(iter_jsonl(path))
+        assert (ckpts / "latest").read_text().strip() == "step_000003"
 
 
 def test_a_resume_sets_aside_the_episode_files_past_its_step_and_never_overwrites_an_earlier_one(tmp_path):

@@ -59,9 +59,15 @@ def test_sessions_are_recorded_only_when_asked_and_pass_check(tmp_path, smollm2_
     lines = (out / "sessions.jsonl").read_text().splitlines()
     by_session = {r["metadata"]["served"]["session"]: r for r in records.values()}
     assert set(by_session) == {"s-task", "s-ok", "s-none", "s-evicts"}
-    # s-ok was written at each outcome (the last counts); s-task at its outcome only (nothing after it)
-    assert sum(json.loads(x)["metadata"]["served"]["session"] == "s-ok" for x in lines) == 2
-    assert sum(json.loads(x)["metadata"]["served"]["session"] == "s-task" for x in lines) == 1
+    # s-ok was written at each outcome (the last counts); s-task at its outcome only (nothing after it);
+    # each answer was written ahead too, before it was sent (superseded by those records)
+    def lines_of(session, ahead):
+        return sum(json.loads(x)["metadata"]["served"]["session"] == session
+                   and (json.loads(x)["metadata"]["served"].get("delivery") == "unconfirmed") == ahead for x in lines)
+
+    assert (lines_of("s-ok", False), lines_of("s-ok", True)) == (2, 1)
+    assert (lines_of("s-task", False), lines_of("s-task", True)) == (1, 1)
+    assert all(rec["metadata"]["served"].get("delivery") is None for rec in records.values())
     t = by_session["s-task"]
     assert t["task_id"] == t["group_id"] == "t7" and t["reward"] == 1.0
     assert t["metadata"]["served"]["arm"] == "policy" and t["metadata"]["served"]["spec"] == "v1"
@@ -248,3 +254,64 @@ def test_feedback_for_a_session_served_before_a_swap_or_evicted_is_kept(tmp_path
     assert by_session["new-1"]["metadata"]["served"]["spec"] == "v2" and by_session["new-1"]["reward"] == 1.0
     # the new test counts its own sessions' outcomes only
     assert report["arms"]["experiment"]["outcomes"] == 1 and report["arms"]["baseline"]["outcomes"] == 0
+
+
+@pytest.mark.slow
+def test_a_server_killed_after_an_answer_keeps_the_session_as_unconfirmed_and_never_trains_on_it(tmp_path,
+                                                                                                  smollm2_path):
+    """Write-ahead: an answer is on disk before its client can see it. A session the server held when it was
+    SIGKILLed (its answer sent, no outcome yet) used to be lost; now its last record is the write-ahead one:
+    incomplete, counted, never trained on; one whose outcome was written before the kill stays trainable."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from agentboost.continual.sessions import ServedLog
+    from agentboost.sampling.vllm_server import free_port
+    from helpers import REPO
+
+    out = tmp_path / "serve"
+
+    def start():
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "agentboost.cli", "serve", "smollm2-135m-instruct", "--record",
+                                 "--out", str(out), "--token", TOKEN, "--port", str(port), "--max-tokens", "8",
+                                 "--temperature", "0"], cwd=str(REPO), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        said = []
+        for line in proc.stdout:
+            said.append(line)
+            if line.startswith("serving "):
+                return proc, f"http://127.0.0.1:{port}", "".join(said)
+        raise AssertionError("serve ended before serving: " + "".join(said)[-2000:])
+
+    proc, url, _ = start()
+    try:
+        assert chat(url, "s-fed")[0] == 200
+        assert post(url + "/v1/feedback", {"session_id": "s-fed", "reward": 1.0})[0] == 200
+        assert chat(url, "s-open")[0] == 200  # answered; the server is killed before anything else
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    records = {r["metadata"]["served"]["session"]: r for r in latest_records(out / "sessions.jsonl").values()}
+    assert set(records) == {"s-fed", "s-open"}
+    assert records["s-fed"]["reward"] == 1.0 and records["s-fed"]["metadata"]["served"].get("delivery") is None
+    unconfirmed = records["s-open"]
+    assert unconfirmed["status"] == "incomplete" and unconfirmed["metadata"]["served"]["delivery"] == "unconfirmed"
+    assert "whether the client saw it is unknown" in unconfirmed["error"] and unconfirmed["calls"]
+
+    proc, url, said = start()  # the same serving directory again: it says what it found
+    try:
+        assert "warning: 1 recorded session(s) were being answered when the server last stopped" in said
+        assert post(url + "/v1/feedback", {"session_id": "s-open", "reward": 1.0})[0] == 200  # its record, scored
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=60)[0]
+        # a stop by Ctrl-C: 0 from the serving wait, 130 where it lands in the shutdown; never a traceback
+        assert proc.returncode in (0, 130) and "Traceback" not in rest, rest[-2000:]
+    log = ServedLog(out, tmp_path / "loop")
+    log.poll()
+    counts = log.counts()
+    assert counts["unconfirmed_delivery"] == 1 and counts["not_trainable"] == 1, counts
+    assert [s.session for s in log.sessions.values() if log.trainable(s)] == ["s-fed"]
