@@ -89,6 +89,11 @@ def _has_lone_surrogate(value: Any) -> bool:
     return False
 
 
+def is_temporary(name: str) -> bool:
+    """A name an atomic write uses before its rename (``.NAME.tmp-*``, ``.NAME.stale-*``), never a published one."""
+    return name.startswith(".") and (".tmp-" in name or ".stale-" in name)
+
+
 def clean_temporaries(directory: str | os.PathLike[str]) -> list[str]:
     """Remove what an interrupted atomic write left in ``directory`` (``.NAME.tmp-*`` and
     ``.NAME.stale-*`` files and directories: never a published name); returns their names."""
@@ -97,7 +102,7 @@ def clean_temporaries(directory: str | os.PathLike[str]) -> list[str]:
     if not d.is_dir():
         return removed
     for entry in d.iterdir():
-        if entry.name.startswith(".") and (".tmp-" in entry.name or ".stale-" in entry.name):
+        if is_temporary(entry.name):
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
             else:

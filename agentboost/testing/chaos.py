@@ -16,7 +16,6 @@ lost, trained twice, files corrupted, counted against the untouched run).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import signal
@@ -29,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..files import iter_jsonl
+from ..files import is_temporary, iter_jsonl
 from .processes import processes_with_marker
 
 MARKER = "AGENTBOOST_CHAOS_ATTEMPT"
@@ -214,10 +213,6 @@ def random_moments(seed: int, n: int, span_s: float) -> list[KillAt]:
 
 
 # -- readings shared by the jobs ------------------------------------------------------------------
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def count_lines(path: Path) -> int:
     try:
         with open(path, "rb") as f:
@@ -247,7 +242,7 @@ def torn_or_invalid(root: Path, skip: tuple[str, ...] = ()) -> list[str]:
 
 def temporaries(root: Path) -> list[str]:
     """What an interrupted atomic write left (``.NAME.tmp-*``, ``.NAME.stale-*``)."""
-    return sorted(str(p.relative_to(root)) for p in root.rglob(".*") if ".tmp-" in p.name or ".stale-" in p.name)
+    return sorted(str(p.relative_to(root)) for p in root.rglob(".*") if is_temporary(p.name))
 
 
 def count_differences(want: Counter, got: Counter) -> tuple[list[str], list[str]]:

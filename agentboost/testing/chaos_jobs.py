@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ..episodes.record import Episode, read_episodes
-from ..files import iter_jsonl
+from ..files import iter_jsonl, sha256_file
 from ..run.checkpoint import latest_name, verify_checkpoint
-from .chaos import Job, cli, count_differences, count_lines, sha256, temporaries, torn_or_invalid
+from .chaos import Job, cli, count_differences, count_lines, temporaries, torn_or_invalid
 
 SMOKE = "examples/quickstart/smoke.yaml"
 TASKS = "examples/quickstart/data/test.jsonl"
@@ -60,7 +60,7 @@ def train_summary(run: Path) -> dict[str, Any]:
         "metrics": [{k: v for k, v in row.items() if not _timing(k)} for _, row in iter_jsonl(run / "metrics.jsonl")],
         "weights": [[r["version"], r["step"], r["trainer_digest"], r["match"]]
                     for _, r in iter_jsonl(run / "weights.jsonl")],
-        "final_adapter_sha256": sha256(run / "checkpoints" / latest / "adapter" / "adapter_model.safetensors"),
+        "final_adapter_sha256": sha256_file(run / "checkpoints" / latest / "adapter" / "adapter_model.safetensors"),
         "result": json.loads((run / "result.json").read_text()),
         "last_event": [row for _, row in iter_jsonl(run / "events.jsonl")][-1]["event"],
     }
