@@ -1,4 +1,4 @@
-"""Files: the one JSONL reader, the JSON reader of request bodies (``loads_json``), atomic (and durable) writes of files and directories, SHA-256
+"""Files: the one JSONL reader, the one way to append to one (``open_append``), the JSON reader of request bodies (``loads_json``), atomic (and durable) writes of files and directories, SHA-256
 hashes and manifests.
 
 Everything agentboost publishes (checkpoints, model directories, datasets, pointers) is written
@@ -12,12 +12,13 @@ import contextlib
 import gzip
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
 
 
 def _no_constant(name: str) -> Any:
@@ -137,6 +138,25 @@ def drop_torn_tail(path: str | os.PathLike[str]) -> int:
             return size - keep
     except FileNotFoundError:
         return 0
+
+
+_APPENDING: set[str] = set()  # the append-only files this process has opened (their tails checked)
+
+
+def open_append(path: str | os.PathLike[str]) -> IO[str]:
+    """Open an append-only JSONL file for appending (its folder made). The first time this process
+    opens ``path``, a torn last line a killed writer left is cut first (``drop_torn_tail``), with a
+    warning: the next append would run into it. Only the first time: a line this process is writing
+    (another thread's, or one longer than a buffer, written in pieces) is never taken for torn."""
+    p = Path(path)
+    key = str(p.resolve())
+    if key not in _APPENDING:
+        _APPENDING.add(key)
+        if (cut := drop_torn_tail(p)):
+            logging.getLogger("agentboost").warning("%s: removed a torn last line (%d bytes, left by a writer that "
+                                                    "was stopped mid-append)", p, cut)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    return open(p, "a", encoding="utf-8")
 
 
 @contextlib.contextmanager

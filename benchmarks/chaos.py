@@ -4,11 +4,18 @@ end; each outcome is audited (prompts lost, trained twice, files corrupted) and 
 untouched run (``agentboost/testing/chaos.py``, the jobs in ``chaos_jobs.py``).
 
     .venv/bin/python benchmarks/chaos.py [--n 50] [--seed 0] [--jobs train,eval] [--out DIR]
-    .venv/bin/python benchmarks/chaos.py --report DIR/chaos.json
+    .venv/bin/python benchmarks/chaos.py --report DIR/chaos.json [DIR2/chaos.json ...]
+
+Jobs: ``train`` (the quickstart training, HF engine), ``train-vllm`` (the same on the vLLM engine),
+``train-http`` (an ``agent.kind: http`` agent through the gateway), ``eval`` (against a baseline),
+``service`` (a job-service job with webhooks), ``serve`` (``serve --ab --record`` with feedback
+arriving); ``eval`` and ``serve`` use the untouched ``train`` run as their model. ``--report`` merges
+the outcomes of the same job from several runs (other seeds: N grows by runs).
 
 Prints one line per kill (the moment, where it landed, the result), then a table per job: kill
 points tried, how many landed while the job ran, and how many ended equal; ``--out`` keeps every
-attempt's directory and log, and ``chaos.json`` with the outcomes. Exit status 1 when any outcome
+attempt's log, the directory of each that did not end equal (``--keep-all``: every one), and
+``chaos.json`` with the outcomes. Exit status 1 when any outcome
 was not equal. docs/reliability.md's table comes from this output.
 """
 
@@ -25,7 +32,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-import chaos_service  # beside this script
+import chaos_serve  # beside this script
+import chaos_service
 
 from agentboost.progress import progress_bar
 from agentboost.testing import chaos, chaos_jobs
@@ -35,37 +43,42 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=50, help="kills per job (default: 50)")
     ap.add_argument("--seed", type=int, default=0, help="draws the kill moments")
-    ap.add_argument("--jobs", default="train,eval",
-                    help="comma-separated: train, eval, train-http, service (default: train,eval)")
-    ap.add_argument("--out", help="keep every attempt here (default: a temporary directory, removed)")
-    ap.add_argument("--report", metavar="CHAOS_JSON", help="print the table of an earlier run's chaos.json and exit")
+    ap.add_argument("--jobs", default="train,eval", help=f"comma-separated: {', '.join(JOBS)} (default: train,eval)")
+    ap.add_argument("--out", help="keep the attempts here: their logs, and the directories of those not equal "
+                                  "(default: a temporary directory, removed)")
+    ap.add_argument("--keep-all", action="store_true",
+                    help="keep the directories of the attempts that ended equal too (a vLLM run's are ~1 GB each)")
+    ap.add_argument("--report", metavar="CHAOS_JSON", nargs="+",
+                    help="print the table of earlier runs' chaos.json (a job's outcomes merged across them) and exit")
     args = ap.parse_args()
     if args.report:
-        results = json.loads(Path(args.report).read_text())
+        merged = merge_reports([json.loads(Path(f).read_text()) for f in args.report])
         print(HEADER)
-        for r in results.values():
+        for r in merged.values():
             print(_row(r))
         return 0
     if args.n < 1:
         ap.error("--n must be at least 1")
     names = [j.strip() for j in args.jobs.split(",") if j.strip()]
-    unknown = set(names) - {"train", "eval", "train-http", "service"}
+    unknown = set(names) - set(JOBS)
     if unknown:
-        ap.error(f"unknown job(s): {', '.join(sorted(unknown))} (known: train, eval, train-http, service)")
+        ap.error(f"unknown job(s): {', '.join(sorted(unknown))} (known: {', '.join(JOBS)})")
     root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="chaos-"))
     root.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
     trained = None  # the untouched training run: the eval job's model
     receiver = None  # the service job's webhook receiver: in this process, which no kill reaches
     try:
-        for name in ["train", "eval", "train-http", "service"]:
-            if name not in names and not (name == "train" and "eval" in names):
+        for name in JOBS:
+            if name not in names and not (name == "train" and {"eval", "serve"} & set(names)):
                 continue
             if name == "service" and receiver is None:
                 receiver = chaos_service.WebhookReceiver(root / "service")
             job = {"train": chaos_jobs.train_job, "train-http": lambda: chaos_jobs.train_job(agent="http"),
+                   "train-vllm": lambda: chaos_jobs.train_job(engine="vllm"),
                    "eval": lambda: chaos_jobs.eval_job(str(trained)),
-                   "service": lambda: chaos_service.service_job(receiver)}[name]()
+                   "service": lambda: chaos_service.service_job(receiver),
+                   "serve": lambda: chaos_serve.serve_job(str(trained))}[name]()
             base = root / name
             shutil.rmtree(base, ignore_errors=True)
             base.mkdir(parents=True)
@@ -76,18 +89,19 @@ def main() -> int:
                     continue
             print(f"{job.name}: untouched run {span:.1f} s; killing at {args.n} moments drawn from 0..{span:.1f} s",
                   flush=True)
-            outcomes = []
+            results[name] = {"job": job.name, "untouched_s": span, "tolerance": job.tolerance, "seed": args.seed,
+                             "outcomes": []}
             with progress_bar(job.name, args.n) as advance:
                 for i, kill in enumerate(chaos.random_moments(args.seed, args.n, span)):
                     t0 = time.monotonic()
                     o = chaos.killed_and_resumed(job, base / f"kill_{i:03d}", kill, reference)
-                    outcomes.append(o)
+                    if o.ok and not args.keep_all:  # its log stays
+                        shutil.rmtree(base / f"kill_{i:03d}", ignore_errors=True)
+                    results[name]["outcomes"].append(asdict(o) | {"ok": o.ok})
+                    (root / "chaos.json").write_text(json.dumps(results, indent=1))  # after each kill: a stop keeps it
                     print(f"  {o.line()}  ({o.processes_killed} processes killed, {time.monotonic() - t0:.0f} s)",
                           flush=True)
                     advance()
-            results[name] = {"job": job.name, "untouched_s": span, "tolerance": job.tolerance,
-                             "outcomes": [asdict(o) | {"ok": o.ok} for o in outcomes]}
-            (root / "chaos.json").write_text(json.dumps(results, indent=1))  # after each job: a stop keeps it
             print(f"{HEADER}\n{_row(results[name])}", flush=True)
     finally:
         if receiver is not None:
@@ -103,6 +117,25 @@ def main() -> int:
     bad = sum(not o["ok"] for r in results.values() for o in r["outcomes"])
     print(f"chaos: {sum(len(r['outcomes']) for r in results.values())} kills, {bad} not equal")
     return 1 if bad else 0
+
+
+JOBS = ["train", "eval", "train-http", "train-vllm", "service", "serve"]
+
+
+def merge_reports(reports: list[dict]) -> dict[str, dict]:
+    """One result per job: the outcomes of every report that ran it (runs with other seeds add kill
+    points; the same seed twice would repeat its moments, so it is refused)."""
+    merged: dict[str, dict] = {}
+    for report in reports:
+        for name, r in report.items():
+            if name not in merged:
+                merged[name] = {**r, "seeds": [r.get("seed")], "outcomes": list(r["outcomes"])}
+                continue
+            if r.get("seed") in merged[name]["seeds"]:
+                raise SystemExit(f"chaos: two reports ran {name} with seed {r.get('seed')}: the same kill moments")
+            merged[name]["seeds"].append(r.get("seed"))
+            merged[name]["outcomes"] += r["outcomes"]
+    return merged
 
 
 HEADER = ("| job | kill points | landed while running | where they landed | prompts lost | trained twice "

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..files import atomic_write_text, file_manifest, iter_jsonl, sha256_file
+from ..files import atomic_write_text, file_manifest, iter_jsonl, open_append, sha256_file
 
 STATE = "loop.json"
 EVENTS = "events.jsonl"
@@ -115,7 +115,7 @@ class LoopState:
 
     def event(self, event: str, **fields: Any) -> dict[str, Any]:
         row = {"t": time.time(), "event": event, **fields}
-        with open(self.dir / EVENTS, "a", encoding="utf-8") as f:
+        with open_append(self.dir / EVENTS) as f:
             f.write(json.dumps(row) + "\n")
             f.flush()
         return row

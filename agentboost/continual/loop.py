@@ -41,7 +41,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..files import atomic_write_text
+from ..files import atomic_write_text, open_append
 from ..run.config import TrainConfig, load_config, save_config
 from .decision import live_test, rows_of_test
 from .lineage import LoopInputError, LoopState, usd_per_point
@@ -488,7 +488,7 @@ class ContinualLoop:
                     (result.metadata.get("judge") or {}).get("cost_usd", 0.0)
             except Exception as e:  # a judge that fails leaves the session unrewarded: counted, never trained on
                 row.update(reward=None, error=f"{type(e).__name__}: {e}")
-            with open(self.out / JUDGED, "a", encoding="utf-8") as f:
+            with open_append(self.out / JUDGED) as f:
                 f.write(json.dumps(row) + "\n")
         self.served.poll()
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from ..errors import InputError
-from ..files import iter_jsonl
+from ..files import iter_jsonl, open_append
 
 SCHEMA_VERSION = 1
 
@@ -335,8 +335,7 @@ class EpisodeWriter:
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = open(self.path, "a", encoding="utf-8")
+        self._f = open_append(self.path)
 
     def write(self, ep: Episode) -> None:
         self._f.write(json.dumps(ep.to_dict(), ensure_ascii=False) + "\n")

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from ..episodes.record import Episode, EpisodeFileError, EpisodeWriter
 from ..errors import InputError
-from ..files import atomic_write_text, iter_jsonl
+from ..files import atomic_write_text, drop_torn_tail, iter_jsonl
 
 ARGS_FILE = "eval_args.json"
 
@@ -63,21 +63,13 @@ def check_args(out: Path, args: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _drop_torn_tail(path: Path) -> None:
-    """A run killed while writing leaves part of a line: cut it, so the next append starts a line."""
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        with open(path, "r+b") as f:
-            f.truncate(data.rfind(b"\n") + 1)
-
-
 def read_progress(path: Path, tasks: list[dict], samples: int) -> Progress:
     """The finished episodes already in ``path`` for these tasks and samples (the last record of a
     (task, sample) wins; aborted ones do not count as finished)."""
     progress = Progress()
     if not path.is_file():
         return progress
-    _drop_torn_tail(path)
+    drop_torn_tail(path)  # a run killed mid-append left part of a line: the reading would stop at it
     wanted = {(str(t["task_id"]), k) for t in tasks for k in range(samples)}
     for lineno, row in iter_jsonl(path, EpisodeFileError):
         try:

@@ -35,7 +35,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from ..files import atomic_write_text
+from ..files import atomic_write_text, open_append
 from ..sampling.vllm_server import free_port
 from .store import JobError, JobStore, UnknownJob, _proc_fields, _proc_start, check_name
 
@@ -67,7 +67,7 @@ class Deployments:
     def _save(self, d: Path, rec: dict[str, Any], event: dict[str, Any]) -> None:
         rec["updated_at"] = time.time()
         atomic_write_text(d / "deployment.json", json.dumps(rec, indent=1))
-        with open(d / "history.jsonl", "a", encoding="utf-8") as f:
+        with open_append(d / "history.jsonl") as f:
             f.write(json.dumps({"t": rec["updated_at"], **event}) + "\n")
 
     def _alive(self, rec: dict[str, Any] | None) -> bool:

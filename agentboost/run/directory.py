@@ -30,7 +30,9 @@ def prepare_run_dir(cfg: TrainConfig, run_dir: Path, resume: bool, log=print) ->
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "episodes").mkdir(exist_ok=True)
-        for d in (run_dir, run_dir / "checkpoints"):
+        # every folder of the run: a kill also lands in the vLLM engine's merged-weights and adapter writes
+        # (run_dir/vllm), each hundreds of MB that nothing else would ever remove
+        for d in [run_dir, *sorted(p for p in run_dir.rglob("*") if p.is_dir() and not p.is_symlink())]:
             for name in clean_temporaries(d):
                 log(f"removed {d / name}, left by an interrupted write")
         # a kill in the middle of an append left a line without its end (a resume, or the same command

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..episodes.passk import pass_at_k
 from ..episodes.summary import ci95_text
-from ..files import atomic_write_text, iter_jsonl
+from ..files import atomic_write_text, iter_jsonl, open_append
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -125,7 +125,7 @@ class MetricsLogger:
                                     resume="allow", id=run_dir.name)
 
     def _write(self, name: str, row: dict[str, Any], prefix: str) -> None:
-        with open(self.run_dir / name, "a") as f:
+        with open_append(self.run_dir / name) as f:
             f.write(json.dumps(row) + "\n")
         flat = _flat({k: v for k, v in row.items() if k != "step"}, prefix)
         if self.tb is not None:
@@ -145,7 +145,7 @@ class MetricsLogger:
         """The run's events in ``events.jsonl``, the durable record that webhooks and the events
         stream are fed from, never truncated: progress (each step), checkpoint, budget_warning
         (75%, 90%), resume, and how the run ended (completed, cancelled, failed)."""
-        with open(self.run_dir / "events.jsonl", "a") as f:
+        with open_append(self.run_dir / "events.jsonl") as f:
             f.write(json.dumps({"time": time.time(), **row}) + "\n")
 
     def close(self) -> None:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import RunFailed
-from ..files import atomic_write_text, iter_jsonl
+from ..files import atomic_write_text, iter_jsonl, open_append
 from ..models import fingerprint as fp
 
 LEDGER = "weights.jsonl"
@@ -123,7 +123,7 @@ class WeightLedger:
 
     def add(self, record: dict[str, Any]) -> None:
         self.records[int(record["version"])] = record
-        with self.path.open("a") as f:
+        with open_append(self.path) as f:
             f.write(json.dumps(record) + "\n")
 
     def verified(self, version: int | None) -> bool:

@@ -62,7 +62,7 @@ from aiohttp import web
 from ..agents.trainable_model import EpisodeLimitReached, PromptTooLong, TrainableModel
 from ..episodes.record import Status
 from ..errors import InputError
-from ..files import loads_json
+from ..files import loads_json, open_append
 from ..gateway.protocol import BadRequest, Protocol, Reply, TooLarge, error, read_json
 from ..gateway.server import PROTOCOLS, SESSION_HEADER, request_key
 from ..gateway.session import Session
@@ -70,7 +70,7 @@ from ..rewards.registry import declared_range, get_reward
 from ..sampling.completions_server import BackgroundServer
 from ..sampling.protocol import PromptTooLongError, SamplerError
 from .policies import ARMS, FEEDBACK_BOUND, ServedPolicy
-from .recording import SESSIONS, SessionRecorder, unconfirmed_deliveries
+from .recording import SESSIONS, SessionRecorder, apply_outcome, unconfirmed_deliveries
 
 log = logging.getLogger(__name__)
 EVENTS = "ab.jsonl"  # in the serving directory: assignments, calls, feedback, split changes
@@ -160,8 +160,7 @@ class EventLog:
         self._lock = threading.Lock()
         self._f = None
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._f = open(path, "a", encoding="utf-8")
+            self._f = open_append(path)
 
     def write(self, event: dict[str, Any]) -> None:
         if self._f is None:
@@ -620,6 +619,13 @@ class Router(BackgroundServer):
             reward, source = float(episode.reward), f"reward:{env.reward}"
         if reward is None and success is None:
             return _error(400, "feedback needs 'reward', 'success' or 'task'")
+        if s is None and episode is None and self.recorder is not None:
+            # served before a restart, its outcome posted now: its record takes it (the loop learns from the
+            # record); a record whose last answer's delivery is unconfirmed stays so, never trained on
+            recorded = self.recorder.recorded(sid)
+            if recorded is not None:
+                episode, served = recorded
+                apply_outcome(episode, reward, success)
         m = self.metrics
         m.feedback.labels(arm).inc()
         if success:

@@ -146,22 +146,23 @@ def untouched(job: Job, out: Path) -> tuple[dict[str, Any], float]:
     return job.summary(out), took
 
 
-def killed_and_resumed(job: Job, out: Path, kill: KillAt, reference: dict[str, Any]) -> Outcome:
-    """Start the job, kill its processes at ``kill``, resume it to the end, audit and compare."""
+def kill(job: Job, out: Path, argv: list[str], at: KillAt) -> tuple[bool, str, int]:
+    """Run ``argv`` (an attempt of ``job`` on ``out``) and kill all its processes at ``at``: (whether it
+    was still running, where it landed, how many processes were killed)."""
     log = out.with_name(out.name + ".log")
     token = uuid.uuid4().hex
     t0 = time.monotonic()
     with open(log, "ab") as f:
-        proc = subprocess.Popen(job.start(out), cwd=str(REPO), env=_env(job, token), stdout=f,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(argv, cwd=str(REPO), env=_env(job, token), stdout=f, stderr=subprocess.STDOUT,
+                                start_new_session=True)
         deadline = t0 + job.timeout_s
         while proc.poll() is None and time.monotonic() < deadline:
-            if kill.after_s is not None and time.monotonic() - t0 >= kill.after_s:
+            if at.after_s is not None and time.monotonic() - t0 >= at.after_s:
                 break
-            if kill.when is not None and kill.when(out):
+            if at.when is not None and at.when(out):
                 break
-            time.sleep(0.005 if kill.when is not None else min(0.05, max(0.0, t0 + (kill.after_s or 0)
-                                                                           - time.monotonic())))
+            time.sleep(0.005 if at.when is not None else min(0.05, max(0.0, t0 + (at.after_s or 0)
+                                                                         - time.monotonic())))
         killed = proc.poll() is None
         phase = ""
         if killed:
@@ -173,8 +174,15 @@ def killed_and_resumed(job: Job, out: Path, kill: KillAt, reference: dict[str, A
             phase = job.phase(out)
         n = _sweep(token)
         proc.wait()
-    outcome = Outcome(kill=kill.describe(), phase=phase, killed=killed, processes_killed=n)
+    return killed, phase, n
+
+
+def killed_and_resumed(job: Job, out: Path, at: KillAt, reference: dict[str, Any]) -> Outcome:
+    """Start the job, kill its processes at ``at``, resume it to the end, audit and compare."""
+    killed, phase, n = kill(job, out, job.start(out), at)
+    outcome = Outcome(kill=at.describe(), phase=phase, killed=killed, processes_killed=n)
     t1 = time.monotonic()
+    log = out.with_name(out.name + ".log")
     rc, _ = run_to_end(job, job.resume(out), log)
     outcome.resume_s = time.monotonic() - t1
     if rc != 0:
@@ -207,9 +215,10 @@ def differences(want: Any, got: Any, where: str = "") -> list[str]:
 
 
 def random_moments(seed: int, n: int, span_s: float) -> list[KillAt]:
-    """``n`` kill moments drawn uniformly over ``span_s`` (the untouched run's duration), sorted."""
+    """``n`` kill moments drawn uniformly over ``span_s`` (the untouched run's duration), in the order
+    drawn: a benchmark stopped part way has tried a uniform sample, not the earliest moments."""
     rng = random.Random(seed)
-    return [KillAt(after_s=t) for t in sorted(rng.uniform(0.0, span_s) for _ in range(n))]
+    return [KillAt(after_s=rng.uniform(0.0, span_s)) for _ in range(n)]
 
 
 # -- readings shared by the jobs ------------------------------------------------------------------

