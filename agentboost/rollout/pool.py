@@ -55,6 +55,7 @@ class _Job:
     started_at: float | None = None
     sample: int = 0  # which of the task's samples: with a sampling seed, it seeds the requests
     version: int | None = None  # the weight version it was pinned to when it was last dispatched
+    seed: int | None = None  # in place of the sampler's seed (a training step's), its requests' seeds derive from it
 
 
 @dataclass
@@ -172,14 +173,16 @@ class StrandsProcessPool:
 
     # -- public API -------------------------------------------------------------------------
     def submit(self, task: dict[str, Any], group_id: str | None = None, episode_id: str | None = None,
-               block: bool = True, timeout: float | None = None, sample: int = 0) -> Future | None:
+               block: bool = True, timeout: float | None = None, sample: int = 0,
+               seed: int | None = None) -> Future | None:
         """Queue one episode; returns a Future of its ``Episode``. Blocks while the queue is full
-        (back-pressure); with ``block=False`` returns None instead of waiting."""
+        (back-pressure); with ``block=False`` returns None instead of waiting. ``seed``: the
+        episode's sampling seed in place of the sampler's (each request's is derived from it)."""
         if "task_id" not in task:
             raise ValueError(f"task has no 'task_id': {sorted(task)}")
         job = _Job(key=next(self._keys), task=task, group_id=group_id or str(task["task_id"]),
                    episode_id=episode_id or uuid.uuid4().hex, future=Future(), submitted_at=time.monotonic(),
-                   sample=sample)
+                   sample=sample, seed=seed)
         with self._lock:
             if self._closing:
                 raise RuntimeError("the pool is closed")
@@ -211,10 +214,11 @@ class StrandsProcessPool:
         submission order. ``on_episode`` is called as each one finishes."""
         return collect(self.submit_groups(tasks, samples), on_episode)
 
-    def submit_groups(self, tasks: Iterable[dict[str, Any]], samples: int = 1) -> list[Future]:
+    def submit_groups(self, tasks: Iterable[dict[str, Any]], samples: int = 1, seed: int | None = None) -> list[Future]:
         """Queue ``samples`` episodes of every task (one GRPO group per task); their futures in
-        submission order."""
-        return [self.submit(task, group_id=str(task["task_id"]), sample=k) for task in tasks for k in range(samples)]
+        submission order. ``seed``: as ``submit``'s."""
+        return [self.submit(task, group_id=str(task["task_id"]), sample=k, seed=seed)
+                for task in tasks for k in range(samples)]
 
     async def arun(self, tasks: Iterable[dict[str, Any]], samples: int = 1) -> list[Episode]:
         return list(await asyncio.gather(*(self.submit_async(t, group_id=str(t["task_id"]), sample=k)
@@ -492,7 +496,8 @@ class StrandsProcessPool:
             self._queue_waits.append(time.monotonic() - job.submitted_at)
             job.version = self.pin_version() if self.pin_version is not None else None
             try:
-                target.conn.send(("run", job.key, job.task, job.group_id, job.episode_id, job.sample, job.version))
+                target.conn.send(("run", job.key, job.task, job.group_id, job.episode_id, job.sample, job.version,
+                                  job.seed))
             except (OSError, BrokenPipeError):
                 pass  # the worker is dying; its death handler re-queues the job
         self._pending = remaining

@@ -3,7 +3,7 @@
 Started by ``StrandsProcessPool`` with the spawn method. It leads its own process group, so the
 pool can kill it together with anything its tools started. It talks to the pool over one pipe:
 
-    pool -> worker: ("run", key, task, group_id, episode_id, sample, version) | ("stop",)
+    pool -> worker: ("run", key, task, group_id, episode_id, sample, version, seed) | ("stop",)
                     (version: the weight version the episode samples from start to end, or None)
     worker -> pool: ("ready", pid) | ("fatal", message) | ("started", key) | ("done", key, episode_dict)
 
@@ -13,6 +13,7 @@ If the pool goes away (the pipe closes), the worker kills its process group and 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import threading
@@ -75,7 +76,7 @@ async def _serve(conn, agent_spec, env, factory, slots: int) -> None:
     sem = asyncio.Semaphore(slots)
     running: set[asyncio.Task] = set()
 
-    async def one(key, task, group_id, episode_id, sample, version):
+    async def one(key, task, group_id, episode_id, sample, version, seed):
         async with sem:
             send(("started", key))
             try:
@@ -83,8 +84,11 @@ async def _serve(conn, agent_spec, env, factory, slots: int) -> None:
                     ep = await run_chat_episode(agent_spec, task, factory.chat, factory.spec.sampling, env=env,
                                                 group_id=group_id, episode_id=episode_id, sample=sample)
                 else:
+                    # a job's own seed (a training step's): the requests of each (task, sample, call) derive from it
+                    sampling = factory.spec.sampling if seed is None else dataclasses.replace(factory.spec.sampling,
+                                                                                               seed=seed)
                     ep = await run_episode(agent_spec, task, factory.sampler_for_episode(version), factory.renderer,
-                                           factory.spec.sampling, env=env, group_id=group_id, episode_id=episode_id,
+                                           sampling, env=env, group_id=group_id, episode_id=episode_id,
                                            always_extend=agent_spec.always_extend, sample=sample)
             except Exception as e:  # a bug of ours; still one record for the task
                 ep = Episode(episode_id=episode_id, task_id=str(task.get("task_id")), group_id=group_id,
@@ -99,8 +103,8 @@ async def _serve(conn, agent_spec, env, factory, slots: int) -> None:
         msg = await inbox.get()
         if msg[0] == "stop":
             break
-        _, key, task, group_id, episode_id, sample, version = msg
-        t = asyncio.create_task(one(key, task, group_id, episode_id, sample, version))
+        _, key, task, group_id, episode_id, sample, version, seed = msg
+        t = asyncio.create_task(one(key, task, group_id, episode_id, sample, version, seed))
         running.add(t)
         t.add_done_callback(running.discard)
     if running:

@@ -236,10 +236,12 @@ def policy_pool(cfg: TrainConfig, spec, sampler: SamplerSpec, env: StrandsEnv | 
     return StrandsProcessPool(spec, sampler, env, workers=workers or cfg.run.workers, slots=slots or cfg.run.slots)
 
 
-def run_episodes(pool: "StrandsProcessPool", tasks: list[dict], samples: int, label: str) -> list:
+def run_episodes(pool: "StrandsProcessPool", tasks: list[dict], samples: int, label: str,
+                 seed: int | None = None) -> list:
     """``samples`` episodes of each task on ``pool``, with a progress bar; a group-ranking judge
-    (``reward.judge.mode: group``) then scores each whole group at once."""
-    return collect_episodes(pool, tasks, pool.submit_groups(tasks, samples), label)
+    (``reward.judge.mode: group``) then scores each whole group at once. ``seed``: the episodes'
+    sampling seed (``pool.submit``'s)."""
+    return collect_episodes(pool, tasks, pool.submit_groups(tasks, samples, seed=seed), label)
 
 
 def collect_episodes(pool: "StrandsProcessPool", tasks: list[dict], futures: list, label: str) -> list:

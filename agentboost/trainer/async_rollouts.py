@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclass
@@ -40,8 +40,9 @@ class _Admitted:
 class AsyncRollouts:
     """The steps admitted to a pool, ahead of the updates by at most ``max_staleness`` versions."""
 
-    def __init__(self, pool, stream, group_size: int, max_staleness: int, last_step: int):
-        self.pool, self.stream = pool, stream
+    def __init__(self, pool, stream, group_size: int, max_staleness: int, last_step: int,
+                 seed_of: Callable[[int], int | None] = lambda step: None):
+        self.pool, self.stream, self.seed_of = pool, stream, seed_of  # seed_of(step): its episodes' sampling seed
         self.group_size, self.max_staleness, self.last_step = group_size, max_staleness, last_step
         self._admitted: dict[int, _Admitted] = {}
         self._next = None  # the next step to admit (set by the first admit)
@@ -54,8 +55,8 @@ class AsyncRollouts:
         while self._next <= self.last_step and self._next - 1 - self.max_staleness <= published:
             before = self.stream.state()
             tasks = self.stream.next_batch()
-            self._admitted[self._next] = _Admitted(self._next, tasks, self.pool.submit_groups(tasks, self.group_size),
-                                                   before)
+            futures = self.pool.submit_groups(tasks, self.group_size, seed=self.seed_of(self._next))
+            self._admitted[self._next] = _Admitted(self._next, tasks, futures, before)
             self._next += 1
 
     def take(self, step: int) -> tuple[list[dict], list[Future]]:

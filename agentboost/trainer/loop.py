@@ -34,6 +34,7 @@ from ..run.checkpoint import best_checkpoint, load_latest_intact, save_checkpoin
 from ..run.config import TrainConfig
 from ..run.lifecycle import RunLifecycle
 from ..run.metrics import figure_text, rate_text, validation_figure, validation_metrics, validation_summary
+from ..sampling.protocol import derive_seed
 from ..tasks import load_tasks
 from . import batch as batching
 from . import loss as losses
@@ -205,11 +206,17 @@ class Trainer(RunLifecycle):
                                          assembly.sampling(cfg, kind))
 
         self.pool = assembly.policy_pool(cfg, spec, sampler("train"), env)
+        # The HF engine samples from this process's RNG, whose state every checkpoint holds, so a resume
+        # samples as the run would have. vLLM's RNG lives in its server, which a resume starts afresh (the
+        # samples after a resume differed from the untouched run's: benchmarks/chaos.py --jobs train-vllm):
+        # there each step's requests carry seeds, derived from (run seed, step, task, sample, call).
+        self.step_seed = ((lambda step: derive_seed(cfg.run.seed, "train", step)) if self.engine_name == "vllm"
+                          else (lambda step: None))
         self.val_pool = (assembly.policy_pool(cfg, spec, sampler("validation"), env, workers=1)
                          if self.val_tasks else None)
         if cfg.rollout.max_staleness > 0 or self.pipeline_at_zero:
             self.rollouts = AsyncRollouts(self.pool, self.stream, cfg.data.group_size, cfg.rollout.max_staleness,
-                                          cfg.run.steps)
+                                          cfg.run.steps, seed_of=self.step_seed)
             # read by the pool's thread as each episode starts: the version it samples to its end
             self.pool.pin_version = lambda: self.served_version
 
@@ -300,7 +307,8 @@ class Trainer(RunLifecycle):
             stale = self._record_staleness(episodes)
         else:
             tasks = self.stream.next_batch()
-            episodes = assembly.run_episodes(self.pool, tasks, cfg.data.group_size, label)
+            episodes = assembly.run_episodes(self.pool, tasks, cfg.data.group_size, label,
+                                             seed=self.step_seed(self.step + 1))
         t_roll = time.perf_counter() - t_step
         kept, groups = apply_group_policy(episodes, cfg.reward.group_policy, group_size=cfg.data.group_size,
                                           failed_reward=cfg.reward.failed_reward)

@@ -188,3 +188,20 @@ def test_real_model_through_the_pool_with_a_reward(tmp_path, smollm2_path):
         if ep.status in ("ok", "truncated"):
             assert ep.reward in (0.0, 1.0) and ep.reward_components["outcome"] == ep.reward
     assert "reward mean" in proc.stdout and "groups (with failures)" in proc.stdout
+
+
+def test_a_jobs_seed_reaches_its_requests_through_the_pool(server, smollm2_path):
+    """``pool.submit(..., seed=S)``: the episode's requests carry seeds derived from S (what a training
+    step on vLLM gives its episodes: the server's own RNG is not in a checkpoint, so without them a
+    resumed run sampled otherwise than the untouched one). Same seed, same tokens; another, other tokens."""
+    from agentboost.rollout.pool import StrandsProcessPool
+    from agentboost.sampling.spec import SamplerSpec
+
+    sampler = SamplerSpec(tokenizer=str(smollm2_path), url=server,
+                          sampling=SamplingParams(temperature=1.0, max_new_tokens=12))
+    task = {"task_id": "t", "question": "Name three colours."}
+    with StrandsProcessPool(StrandsAgentSpec(), sampler, workers=1, slots=1) as pool:
+        eps = [pool.submit(task, seed=s).result(timeout=120) for s in (11, 11, 12)]
+    tokens = [[c.response_ids for c in ep.calls] for ep in eps]
+    assert all(ep.status == "ok" or ep.status == "truncated" for ep in eps), [(e.status, e.error) for e in eps]
+    assert tokens[0] == tokens[1] and tokens[0] != tokens[2]
