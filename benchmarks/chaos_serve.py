@@ -10,7 +10,7 @@ application: ``SESSIONS`` sessions of two turns each, from ``USERS`` users (a us
 an arm), then each session's outcome (``POST /v1/feedback`` with its reward). What the application
 got back it keeps in ``OUT/app.jsonl`` (its own memory, appended line by line), so that a run after a
 kill goes on where the application's last confirmed step was: a turn answered but not yet kept is
-asked again, as a real client retries. Then stops the server (SIGINT). Exit status 0 when every
+asked again, as a real client retries. Then stops the server (SIGTERM). Exit status 0 when every
 session has its outcome.
 
 A kill reaches the application and the server together (both carry the attempt's marker); "equal"
@@ -23,7 +23,6 @@ outcome counted once in ``ab report`` and kept in the session's latest record, n
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -36,7 +35,7 @@ from agentboost.files import iter_jsonl, open_append
 from agentboost.sampling.vllm_server import free_port
 from agentboost.serving.recording import latest_records
 from agentboost.serving.report import ab_report
-from agentboost.testing.chaos import Job, temporaries, torn_or_invalid
+from agentboost.testing.chaos import Job, stop, temporaries, torn_or_invalid
 
 SESSIONS, USERS, TURNS = 8, 4, 2
 BASELINE = "smollm2-135m-instruct"
@@ -139,13 +138,7 @@ def main(out: str, experiment: str) -> int:
         print(f"chaos_serve: {SESSIONS} sessions served and scored", flush=True)
         return 0
     finally:
-        # a stop as a service manager's (SIGTERM; SIGINT is ignored by a process started in the background,
-        # as this benchmark's are): held sessions are recorded
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server, 120)  # held sessions are recorded
 
 
 # -- the job's readings ---------------------------------------------------------------------------

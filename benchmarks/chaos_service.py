@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import signal
 import subprocess
 import sys
 import threading
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from agentboost.jobs.client import JobServiceError, TrainingClient
 from agentboost.sampling.vllm_server import free_port
-from agentboost.testing.chaos import Job
+from agentboost.testing.chaos import Job, stop
 from agentboost.testing.chaos_jobs import DETERMINISTIC, GROUP, STEPS, TASKS_PER_STEP, train_audit, train_phase, train_summary
 
 DATA = [{"query": f"What is {a} + {b}?", "expected_outcome": str(a + b)} for a, b in [(2, 3), (4, 4), (1, 6), (5, 2)]]
@@ -74,11 +73,7 @@ def main(out: str, hook: str) -> int:
         print(f"chaos_service: job {job_id} {status['state']}", flush=True)
         return 0 if status["state"] == "completed" else 1
     finally:
-        svc.send_signal(signal.SIGINT)
-        try:
-            svc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            svc.kill()
+        stop(svc, 60)
 
 
 class WebhookReceiver:

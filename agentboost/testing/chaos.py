@@ -261,5 +261,17 @@ def count_differences(want: Counter, got: Counter) -> tuple[list[str], list[str]
     return lost, twice
 
 
+def stop(proc: subprocess.Popen, timeout_s: float) -> None:
+    """Stop a job's server as a service manager does: SIGTERM, SIGKILL after ``timeout_s``. (SIGINT
+    would do nothing to a process started in the background, as the benchmark's are: a background
+    job gets SIGINT ignored, and Python then installs no handler for it.)"""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "agentboost.cli", *args]
