@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import os
 import threading
 import time
@@ -22,6 +23,8 @@ from aiohttp import web
 from ..files import loads_json
 from .hf_engine import HFEngine
 from .protocol import PromptTooLongError, SamplerError, SamplingParams
+
+log = logging.getLogger(__name__)
 
 
 MAX_REQUEST_BYTES = 64 * 1024 * 1024
@@ -87,6 +90,10 @@ class BackgroundServer:
     _thread_name = "agentboost-server"
     # a client that goes away cancels its handler: the gateway marks that call's episode incomplete
     _handler_cancellation = False
+    # when the server stops, requests in flight get this long to finish; then their handlers are
+    # cancelled (aiohttp's shutdown_timeout, 60 s by default). ``stop_thread`` waits for all of it, so
+    # what its caller closes next (a router's policies and recorder) is never closed under a request.
+    drain_s: float = 10.0
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
     _runner: web.AppRunner | None = None
@@ -94,7 +101,8 @@ class BackgroundServer:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         freeze_startup_objects()
-        self._runner = web.AppRunner(self.app, access_log=None, handler_cancellation=self._handler_cancellation)
+        self._runner = web.AppRunner(self.app, access_log=None, handler_cancellation=self._handler_cancellation,
+                                     shutdown_timeout=self.drain_s)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
         await site.start()
@@ -135,7 +143,12 @@ class BackgroundServer:
     def stop_thread(self) -> None:
         if self._loop is not None and self._thread is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
+            # the drain, then the cancelled handlers' own ends: a join shorter than the drain returned
+            # while a request was still being answered (it waited 10 s, aiohttp drained for 60)
+            self._thread.join(timeout=self.drain_s + 30)
+            if self._thread.is_alive():
+                log.warning("%s: still answering %.0f s after the drain began; closing anyway",
+                            self._thread_name, self.drain_s + 30)
             self._thread = None
 
 

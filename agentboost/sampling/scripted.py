@@ -8,6 +8,7 @@ token-exact exactly as with a model.
 from __future__ import annotations
 
 import asyncio
+import random
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -47,7 +48,15 @@ class ScriptedSampler:
         index = self.calls
         self.calls += 1
         self.prompts.append(list(prompt_ids))
-        turn = self._turn(prompt_ids, index)
+        if params.seed is None:
+            turn = self._turn(prompt_ids, index)
+        else:  # a seeded request: the script's random numbers come from its seed, as a seeded server's do
+            state = random.getstate()
+            random.seed(params.seed)
+            try:
+                turn = self._turn(prompt_ids, index)
+            finally:
+                random.setstate(state)  # the worker's own stream goes on as if the request had not drawn
         if turn.delay_s:
             await asyncio.sleep(turn.delay_s)
         if turn.error:

@@ -51,7 +51,7 @@ from ...run.config import ConfigError, TrainConfig
 from ...run.lifecycle import RunLifecycle
 from ...run.metrics import validation_metrics, validation_summary
 from ...run.prompt_policy import FILE_NAME, Demonstration, PromptPolicy
-from ...sampling.protocol import SamplingParams
+from ...sampling.protocol import SamplingParams, derive_seed
 from ...sampling.spec import SamplerSpec
 from ...tasks import load_tasks
 from .. import loss as losses
@@ -165,7 +165,8 @@ class PromptTrainer(RunLifecycle):
         return assembly.sampling(cfg, "validation", seed=cfg.run.seed,
                         temperature=cfg.prompt.gate_temperature if kind == "gate" else None)
 
-    def _run(self, policy: PromptPolicy, kind: str, tasks: list[dict], samples: int) -> list[Episode]:
+    def _run(self, policy: PromptPolicy, kind: str, tasks: list[dict], samples: int,
+             seed: int | None = None) -> list[Episode]:
         held = self._pools.get(kind)
         if held is None or held[0] is not policy:
             if held is not None:  # the older prompt's workers go
@@ -179,7 +180,7 @@ class PromptTrainer(RunLifecycle):
                                                 self._sampling(kind))
             pool = assembly.policy_pool(self.cfg, policy.apply(self.base_spec), sampler, self.env)
             held = self._pools[kind] = (policy, pool)
-        episodes = assembly.run_episodes(held[1], tasks, samples, kind)
+        episodes = assembly.run_episodes(held[1], tasks, samples, kind, seed=seed)
         apply_group_policy(episodes, "keep", failed_reward=self.cfg.reward.failed_reward)
         if self.chat is not None:  # what the provider reported, at the configured prices
             for ep in episodes:
@@ -213,7 +214,10 @@ class PromptTrainer(RunLifecycle):
         t0 = time.perf_counter()
         step = self.step + 1
         tasks = self.stream.next_batch()
-        episodes = self._run(self.policy, "train", tasks, cfg.data.group_size)
+        # seeded per step on every engine: a prompt checkpoint holds no sampler RNG (and vLLM's is in its
+        # server), so without a seed a resumed step sampled otherwise than the untouched run's
+        episodes = self._run(self.policy, "train", tasks, cfg.data.group_size,
+                             seed=derive_seed(cfg.run.seed, "train", step))
         kept, _ = apply_group_policy(episodes, cfg.reward.group_policy, group_size=cfg.data.group_size,
                                      failed_reward=cfg.reward.failed_reward)
         adv = losses.compute_advantages(kept, cfg.algorithm.adv_estimator, cfg.algorithm.norm_adv_by_std,

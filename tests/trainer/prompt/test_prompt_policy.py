@@ -9,6 +9,7 @@ prompt says), so that a helpful and a harmful instruction have known effects."""
 import json
 import os
 import random
+import shutil
 
 import pytest
 import yaml
@@ -206,6 +207,22 @@ def test_gate_rejects_a_harmful_edit_and_accepts_a_helpful_one(tmp_path, smollm2
     assert result["validation"]["last"]["pass@1"] == 1.0 and result["validation"]["last"]["prompt_version"] == 1
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [m["accepted"] for m in metrics] == [0, 1] and (run_dir / "plots" / "reward.png").is_file()
+    # killed after step 1's checkpoint and resumed: step 2 samples, scores and gates as the untouched run
+    # did (its training requests are seeded per step: a prompt checkpoint holds no sampler RNG, so
+    # without the seed the resumed step drew other answers from the script's random numbers)
+    killed = tmp_path / "killed"
+    shutil.copytree(run_dir, killed)
+    shutil.rmtree(killed / "checkpoints" / "step_000002")
+    (killed / "checkpoints" / "latest").write_text("step_000001")
+    scripted_optimizer.calls = 1
+    PromptTrainer(None, killed, resume=True, sampler=_scripted(smollm2_path, gate)).run()
+
+    def answers(run):
+        return {(ep.task_id, ep.metadata["sample"]): [c.response_ids for c in ep.calls]
+                for ep in read_episodes(run / "episodes" / "step_000002.jsonl")}
+
+    assert answers(killed) == answers(run_dir)
+    assert load_prompt_policy(killed).history == history
 
 
 def test_demonstrations_checkpoint_resume_and_rollout(tmp_path, smollm2_path):
