@@ -130,6 +130,14 @@ class BackgroundServer:
             ready.set()
             self._loop.run_forever()
             self._loop.run_until_complete(self.stop())
+            # aiohttp cancels a handler that outlasts the drain without waiting for it: let every task
+            # left end (as asyncio.run does) rather than close the loop under it ("Task was destroyed
+            # but it is pending" on stderr)
+            left = asyncio.all_tasks(self._loop)
+            for task in left:
+                task.cancel()
+            if left:
+                self._loop.run_until_complete(asyncio.wait(left, timeout=10))
             self._loop.close()
 
         self._thread = threading.Thread(target=run, name=self._thread_name, daemon=True)
